@@ -1,0 +1,161 @@
+/* Shared state and helpers of the simulated CUDA driver (libcuda.so.1). */
+#ifndef NCCLSIM_DRIVER_INTERNAL_H
+#define NCCLSIM_DRIVER_INTERNAL_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "platform.h"
+#include "trace.h"
+
+#define FC_API __attribute__((visibility("default")))
+
+/* Every public entry point returns through this: one trace record per call
+ * (NCCLSIM_TRACE) and a log line for failures (NCCLSIM_LOG>=2). The format
+ * describes the key arguments. */
+#define API_RETURN(res, ...)                                                   \
+    do {                                                                       \
+        CUresult api_r_ = (res);                                               \
+        if (fc_trace_enabled() || (api_r_ != CUDA_SUCCESS && fc_log_level() >= FC_LOG_INFO)) \
+            fc_trace_call(__func__, (int)api_r_, __VA_ARGS__);                 \
+        return api_r_;                                                         \
+    } while (0)
+
+/* Checks shared by most entry points. */
+#define REQUIRE_INIT()                                                         \
+    do {                                                                       \
+        CUresult init_r_ = fc_check_init();                                    \
+        if (init_r_ != CUDA_SUCCESS) API_RETURN(init_r_, "");                  \
+    } while (0)
+
+/* ---- init.c ---- */
+CUresult fc_check_init(void);       /* NOT_INITIALIZED before cuInit */
+const fc_platform *fc_current_platform(void); /* valid after a successful cuInit */
+int fc_device_count(void);
+bool fc_valid_device(CUdevice d);
+
+/* ---- device_attributes.c ---- */
+int fc_device_attribute(CUdevice dev, int attr, bool *known);
+
+/* ---- contexts.c ---- */
+struct fc_ctx_local; /* context-local storage entry (export table) */
+struct CUctx_st {
+    uint32_t magic;
+    CUdevice device;
+    bool primary;
+    unsigned flags;
+    atomic_int refcount; /* primary: retain count; created: 1 */
+    pthread_mutex_t lock;
+    struct fc_ctx_local *locals;
+    struct CUstream_st *legacy_stream; /* the NULL stream of this context */
+    size_t limits[16];
+    unsigned long long id;
+};
+#define FC_CTX_MAGIC 0x63747821u
+
+CUcontext fc_current_ctx(void);           /* NULL when none */
+CUresult fc_ctx_current_checked(CUcontext *out); /* INVALID_CONTEXT when none */
+CUresult fc_primary_ctx_retain(CUdevice dev, CUcontext *out);
+bool fc_valid_ctx(CUcontext c);
+/* Context-local storage for the runtime's CONTEXT_LOCAL_STORAGE export table. */
+typedef void (*fc_ctx_local_dtor)(CUcontext, void *key, void *value);
+CUresult fc_ctx_local_put(CUcontext c, void *key, void *value, fc_ctx_local_dtor dtor);
+CUresult fc_ctx_local_remove(CUcontext c, void *key);
+CUresult fc_ctx_local_get(void **value, CUcontext c, void *key);
+
+/* ---- memory.c: every range of simulated memory, by address ---- */
+typedef enum {
+    FC_MEM_DEVICE = 1,     /* cuMemAlloc, pools */
+    FC_MEM_HOST_ALLOC,     /* cuMemHostAlloc / cuMemAllocHost */
+    FC_MEM_HOST_REGISTERED,/* cuMemHostRegister */
+    FC_MEM_MANAGED,        /* cuMemAllocManaged */
+    FC_MEM_VMM_MAPPED,     /* cuMemMap of a cuMemCreate'd or imported handle */
+    FC_MEM_IPC_MAPPED,     /* cuIpcOpenMemHandle of another process's memory */
+} fc_mem_kind;
+
+typedef struct fc_alloc {
+    uintptr_t base;
+    size_t size;
+    fc_mem_kind kind;
+    CUdevice device;   /* owning device; for host memory the one current at allocation */
+    int fd;            /* memfd backing it, -1 when none (registered host memory) */
+    unsigned flags;    /* host alloc flags */
+    void *handle;      /* VMM: the fc_vmm_handle mapped here */
+    unsigned long long buffer_id;
+    bool counted;      /* counts against its device's capacity */
+    CUmemoryPool pool; /* allocated from this pool (cuMemAllocFromPoolAsync) */
+} fc_alloc;
+
+/* Create a memfd of `size` bytes mapped shared at an address of our choice
+ * (or at `fixed` when non-zero). Untouched pages cost no memory. */
+int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, void **addr_out);
+void fc_registry_add(const fc_alloc *a);
+bool fc_registry_find(uintptr_t addr, fc_alloc *out); /* range containing addr */
+bool fc_registry_remove(uintptr_t base, fc_alloc *out);
+/* Any registered range overlapping [base, base+size)? */
+bool fc_registry_overlaps(uintptr_t base, size_t size);
+/* Device capacity accounting: false (and nothing reserved) when it does not fit. */
+bool fc_mem_reserve(CUdevice dev, size_t size);
+void fc_mem_unreserve(CUdevice dev, size_t size);
+size_t fc_mem_used(CUdevice dev);
+CUresult fc_device_alloc(CUdevice dev, size_t size, CUdeviceptr *out);
+CUresult fc_device_free(CUdeviceptr p);
+
+/* ---- streams.c: ordered queues with one worker thread each ---- */
+typedef void (*fc_op_fn)(void *arg);
+struct CUstream_st {
+    uint32_t magic;
+    CUcontext ctx;
+    unsigned flags;
+    int priority;
+    unsigned long long id;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    struct fc_op *head, *tail;
+    uint64_t enqueued, completed; /* ops */
+    bool worker_running, stopping;
+    pthread_t worker;
+};
+#define FC_STREAM_MAGIC 0x7374726du
+
+/* Resolve a handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or a stream);
+ * `ptds` = called through a per-thread-default-stream entry point. */
+CUresult fc_stream_resolve(CUstream h, bool ptds, struct CUstream_st **out);
+struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority);
+void fc_stream_free(struct CUstream_st *s); /* waits for its work */
+/* Run fn(copy of arg) after everything queued before on s. When the stream is
+ * idle and `inline_ok` (the operation cannot block), it runs at once in the
+ * caller. Returns false when out of memory. */
+bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                       bool inline_ok);
+void fc_stream_wait_idle(struct CUstream_st *s);
+bool fc_stream_idle(struct CUstream_st *s);
+void fc_ctx_synchronize(CUcontext ctx); /* every stream of the context */
+
+/* ---- events.c ---- */
+struct CUevent_st {
+    uint32_t magic;
+    unsigned flags;
+    CUcontext ctx;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t recorded;  /* records issued */
+    uint64_t completed; /* records that reached their point in the stream */
+    uint64_t time_ns;   /* when the latest completed record completed */
+};
+#define FC_EVENT_MAGIC 0x65766e74u
+
+/* ---- modules.c ---- */
+const char *fc_function_name(CUfunction f);
+bool fc_valid_function(CUfunction f);
+int fc_function_attr(CUfunction f, CUfunction_attribute a);
+
+/* ---- util ---- */
+uint64_t fc_now_ns(void);
+unsigned long long fc_next_id(void);
+
+#endif

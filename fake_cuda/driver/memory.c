@@ -1,0 +1,374 @@
+/* Simulated memory. Device memory is host memory at the same address
+ * (identity mapped), each allocation its own memfd so it can be shared with
+ * other processes (VMM export, IPC handles) and costs nothing until touched.
+ * A registry of every range answers pointer queries. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* ---- the registry: sorted by base, non-overlapping ---- */
+
+static pthread_rwlock_t reg_lock = PTHREAD_RWLOCK_INITIALIZER;
+static fc_alloc *reg;
+static size_t reg_n, reg_cap;
+
+static size_t lower_bound(uintptr_t addr) /* first index with base >= addr */
+{
+    size_t lo = 0, hi = reg_n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (reg[mid].base < addr) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+void fc_registry_add(const fc_alloc *a)
+{
+    pthread_rwlock_wrlock(&reg_lock);
+    if (reg_n == reg_cap) {
+        size_t cap = reg_cap ? reg_cap * 2 : 256;
+        fc_alloc *n = realloc(reg, cap * sizeof *n);
+        if (!n) abort(); /* the registry is the driver's memory map: cannot go on without it */
+        reg = n;
+        reg_cap = cap;
+    }
+    size_t i = lower_bound(a->base);
+    memmove(&reg[i + 1], &reg[i], (reg_n - i) * sizeof *reg);
+    reg[i] = *a;
+    if (!reg[i].buffer_id) reg[i].buffer_id = fc_next_id();
+    reg_n++;
+    pthread_rwlock_unlock(&reg_lock);
+}
+
+static long find_index(uintptr_t addr)
+{
+    size_t i = lower_bound(addr + 1); /* first with base > addr */
+    if (i == 0) return -1;
+    const fc_alloc *a = &reg[i - 1];
+    return addr - a->base < a->size ? (long)(i - 1) : -1;
+}
+
+bool fc_registry_find(uintptr_t addr, fc_alloc *out)
+{
+    pthread_rwlock_rdlock(&reg_lock);
+    long i = find_index(addr);
+    if (i >= 0 && out) *out = reg[i];
+    pthread_rwlock_unlock(&reg_lock);
+    return i >= 0;
+}
+
+bool fc_registry_overlaps(uintptr_t base, size_t size)
+{
+    pthread_rwlock_rdlock(&reg_lock);
+    size_t i = lower_bound(base + size); /* ranges starting before the end */
+    bool hit = i > 0 && reg[i - 1].base + reg[i - 1].size > base;
+    pthread_rwlock_unlock(&reg_lock);
+    return hit;
+}
+
+bool fc_registry_remove(uintptr_t base, fc_alloc *out)
+{
+    pthread_rwlock_wrlock(&reg_lock);
+    size_t i = lower_bound(base);
+    bool found = i < reg_n && reg[i].base == base;
+    if (found) {
+        if (out) *out = reg[i];
+        memmove(&reg[i], &reg[i + 1], (reg_n - i - 1) * sizeof *reg);
+        reg_n--;
+    }
+    pthread_rwlock_unlock(&reg_lock);
+    return found;
+}
+
+/* ---- backing memory ---- */
+
+int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, void **addr_out)
+{
+    int fd = memfd_create(name, MFD_CLOEXEC);
+    if (fd < 0) return -errno;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    void *p = mmap((void *)fixed, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | (fixed ? MAP_FIXED : 0), fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    *fd_out = fd;
+    *addr_out = p;
+    return 0;
+}
+
+/* ---- capacity per device ---- */
+
+static atomic_size_t used[FC_MAX_GPUS];
+
+bool fc_mem_reserve(CUdevice dev, size_t size)
+{
+    size_t total = fc_current_platform()->gpu[dev].memory;
+    size_t cur = atomic_load(&used[dev]);
+    do {
+        if (size > total || cur > total - size) return false;
+    } while (!atomic_compare_exchange_weak(&used[dev], &cur, cur + size));
+    return true;
+}
+
+void fc_mem_unreserve(CUdevice dev, size_t size) { atomic_fetch_sub(&used[dev], size); }
+
+size_t fc_mem_used(CUdevice dev) { return atomic_load(&used[dev]); }
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+CUresult fc_device_alloc(CUdevice dev, size_t size, CUdeviceptr *out)
+{
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t bytes = round_up(size, 4096);
+    if (!fc_mem_reserve(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    int fd;
+    void *p;
+    if (fc_memfd_map(bytes, 0, "ncclsim-device", &fd, &p) != 0) {
+        fc_mem_unreserve(dev, bytes);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    fc_alloc a = {.base = (uintptr_t)p, .size = bytes, .kind = FC_MEM_DEVICE, .device = dev,
+                  .fd = fd, .counted = true};
+    fc_registry_add(&a);
+    *out = (CUdeviceptr)p;
+    return CUDA_SUCCESS;
+}
+
+static void release(const fc_alloc *a)
+{
+    munmap((void *)a->base, a->size);
+    if (a->fd >= 0) close(a->fd);
+    if (a->counted) fc_mem_unreserve(a->device, a->size);
+}
+
+CUresult fc_device_free(CUdeviceptr p)
+{
+    fc_alloc a;
+    if (!fc_registry_find(p, &a) || a.base != p ||
+        (a.kind != FC_MEM_DEVICE && a.kind != FC_MEM_MANAGED))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fc_registry_remove(p, &a)) return CUDA_ERROR_INVALID_VALUE;
+    release(&a);
+    return CUDA_SUCCESS;
+}
+
+static CUresult current_device(CUdevice *dev)
+{
+    CUcontext c;
+    CUresult r = fc_ctx_current_checked(&c);
+    if (r == CUDA_SUCCESS) *dev = c->device;
+    return r;
+}
+
+/* ---- device memory ---- */
+
+FC_API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    REQUIRE_INIT();
+    CUdevice dev;
+    if (!dptr) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    CUresult r = current_device(&dev);
+    if (r == CUDA_SUCCESS) r = fc_device_alloc(dev, bytesize, dptr);
+    API_RETURN(r, "\"bytes\":%zu,\"ptr\":\"0x%llx\"", bytesize, r ? 0ull : (unsigned long long)*dptr);
+}
+
+FC_API CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    (void)dptr; (void)bytesize;
+    /* 32-bit device pointers cannot hold our addresses. */
+    API_RETURN(CUDA_ERROR_NOT_SUPPORTED, "\"bytes\":%u", bytesize);
+}
+
+FC_API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t width, size_t height,
+                                   unsigned int elementSize)
+{
+    REQUIRE_INIT();
+    CUdevice dev;
+    if (!dptr || !pPitch || !width || !height || (elementSize != 4 && elementSize != 8 && elementSize != 16))
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    size_t pitch = round_up(width, 512);
+    CUresult r = current_device(&dev);
+    if (r == CUDA_SUCCESS) r = fc_device_alloc(dev, pitch * height, dptr);
+    if (r == CUDA_SUCCESS) *pPitch = pitch;
+    API_RETURN(r, "\"width\":%zu,\"height\":%zu", width, height);
+}
+
+FC_API CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    REQUIRE_INIT();
+    if (dptr == 0) API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x0\"");
+    API_RETURN(fc_device_free(dptr), "\"ptr\":\"0x%llx\"", (unsigned long long)dptr);
+}
+
+FC_API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    REQUIRE_INIT();
+    CUdevice dev;
+    if (!dptr || !bytesize) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    CUresult r = current_device(&dev);
+    if (r == CUDA_SUCCESS) r = fc_device_alloc(dev, bytesize, dptr);
+    if (r == CUDA_SUCCESS) {
+        fc_alloc a;
+        fc_registry_remove(*dptr, &a);
+        a.kind = FC_MEM_MANAGED;
+        a.flags = flags;
+        fc_registry_add(&a);
+    }
+    API_RETURN(r, "\"bytes\":%zu,\"flags\":%u", bytesize, flags);
+}
+
+FC_API CUresult cuMemGetInfo_v2(size_t *free_, size_t *total)
+{
+    REQUIRE_INIT();
+    CUdevice dev;
+    CUresult r = current_device(&dev);
+    if (r != CUDA_SUCCESS) API_RETURN(r, "");
+    size_t t = fc_current_platform()->gpu[dev].memory, u = fc_mem_used(dev);
+    if (free_) *free_ = t - u;
+    if (total) *total = t;
+    API_RETURN(CUDA_SUCCESS, "\"dev\":%d,\"free\":%zu,\"total\":%zu", dev, t - u, t);
+}
+
+FC_API CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!fc_registry_find(dptr, &a) || a.kind == FC_MEM_HOST_REGISTERED)
+        API_RETURN(CUDA_ERROR_NOT_FOUND, "\"ptr\":\"0x%llx\"", (unsigned long long)dptr);
+    if (pbase) *pbase = a.base;
+    if (psize) *psize = a.size;
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x%llx\",\"base\":\"0x%lx\",\"size\":%zu",
+               (unsigned long long)dptr, (unsigned long)a.base, a.size);
+}
+
+/* ---- host memory ---- */
+
+static CUresult host_alloc(void **pp, size_t size, unsigned flags)
+{
+    if (!pp || !size) return CUDA_ERROR_INVALID_VALUE;
+    CUcontext c;
+    CUresult r = fc_ctx_current_checked(&c);
+    if (r != CUDA_SUCCESS) return r;
+    int fd;
+    void *p;
+    size_t bytes = round_up(size, 4096);
+    if (fc_memfd_map(bytes, 0, "ncclsim-host", &fd, &p) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    fc_alloc a = {.base = (uintptr_t)p, .size = bytes, .kind = FC_MEM_HOST_ALLOC,
+                  .device = c->device, .fd = fd, .flags = flags};
+    fc_registry_add(&a);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+    REQUIRE_INIT();
+    CUresult r = host_alloc(pp, bytesize, flags);
+    API_RETURN(r, "\"bytes\":%zu,\"flags\":%u", bytesize, flags);
+}
+
+FC_API CUresult cuMemAllocHost_v2(void **pp, size_t bytesize)
+{
+    REQUIRE_INIT();
+    API_RETURN(host_alloc(pp, bytesize, 0), "\"bytes\":%zu", bytesize);
+}
+
+FC_API CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
+{
+    return cuMemAllocHost_v2(pp, bytesize);
+}
+
+FC_API CUresult cuMemFreeHost(void *p)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!fc_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != FC_MEM_HOST_ALLOC)
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p);
+    fc_registry_remove(a.base, &a);
+    release(&a);
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\"", p);
+}
+
+FC_API CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int flags)
+{
+    REQUIRE_INIT();
+    CUcontext c;
+    if (!p || !bytesize) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    CUresult r = fc_ctx_current_checked(&c);
+    if (r != CUDA_SUCCESS) API_RETURN(r, "");
+    if (fc_registry_overlaps((uintptr_t)p, bytesize))
+        API_RETURN(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "\"ptr\":\"%p\"", p);
+    fc_alloc a = {.base = (uintptr_t)p, .size = bytesize, .kind = FC_MEM_HOST_REGISTERED,
+                  .device = c->device, .fd = -1, .flags = flags};
+    fc_registry_add(&a);
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\",\"bytes\":%zu,\"flags\":%u", p, bytesize, flags);
+}
+
+FC_API CUresult cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
+{
+    return cuMemHostRegister_v2(p, bytesize, flags);
+}
+
+FC_API CUresult cuMemHostUnregister(void *p)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!fc_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p ||
+        a.kind != FC_MEM_HOST_REGISTERED)
+        API_RETURN(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "\"ptr\":\"%p\"", p);
+    fc_registry_remove(a.base, NULL);
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\"", p);
+}
+
+FC_API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *pdptr, void *p, unsigned int flags)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!pdptr || flags != 0) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    if (!fc_registry_find((uintptr_t)p, &a) ||
+        (a.kind != FC_MEM_HOST_ALLOC && a.kind != FC_MEM_HOST_REGISTERED))
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p);
+    *pdptr = (CUdeviceptr)p; /* identity mapped */
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\"", p);
+}
+
+FC_API CUresult cuMemHostGetFlags(unsigned int *pFlags, void *p)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!pFlags) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    if (!fc_registry_find((uintptr_t)p, &a) ||
+        (a.kind != FC_MEM_HOST_ALLOC && a.kind != FC_MEM_HOST_REGISTERED))
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p);
+    *pFlags = a.flags;
+    API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\"", p);
+}
+
+/* ---- hints that need no action on host memory ---- */
+
+FC_API CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
+{
+    REQUIRE_INIT();
+    fc_alloc a;
+    if (!fc_registry_find(devPtr, &a) || a.kind != FC_MEM_MANAGED)
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    API_RETURN(CUDA_SUCCESS, "\"count\":%zu,\"advice\":%d,\"dev\":%d", count, advice, device);
+}
+
+FC_API CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice,
+                               CUmemLocation location)
+{
+    return cuMemAdvise(devPtr, count, advice, location.id);
+}

@@ -1,0 +1,512 @@
+/* Streams are real ordered queues: each has a worker thread (started on
+ * first need) that runs its operations one after another. An operation that
+ * cannot block runs in the caller when the stream is idle, which keeps the
+ * common case (copies, event records on an idle stream) cheap. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+struct fc_op {
+    fc_op_fn fn;
+    struct fc_op *next;
+    max_align_t arg[]; /* copy of the caller's argument */
+};
+
+/* Every stream ever created, for context-wide synchronisation. Stream
+ * structures are never freed, so a handle used after destroy fails its magic
+ * check instead of touching freed memory. */
+static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct CUstream_st **all;
+static size_t all_n, all_cap;
+
+struct stream_ext { /* state private to this file */
+    struct CUstream_st s;
+    bool busy;      /* an operation is running (worker or inline) */
+    bool destroyed; /* handle released: the worker exits once drained */
+};
+
+static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
+
+struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority)
+{
+    struct stream_ext *e = calloc(1, sizeof *e);
+    if (!e) return NULL;
+    struct CUstream_st *s = &e->s;
+    s->magic = FC_STREAM_MAGIC;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->priority = priority;
+    s->id = fc_next_id();
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    pthread_mutex_lock(&all_lock);
+    if (all_n == all_cap) {
+        size_t cap = all_cap ? all_cap * 2 : 64;
+        struct CUstream_st **n = realloc(all, cap * sizeof *n);
+        if (!n) {
+            pthread_mutex_unlock(&all_lock);
+            free(e);
+            return NULL;
+        }
+        all = n;
+        all_cap = cap;
+    }
+    all[all_n++] = s;
+    pthread_mutex_unlock(&all_lock);
+    return s;
+}
+
+static void *worker_main(void *arg)
+{
+    struct CUstream_st *s = arg;
+    struct stream_ext *e = ext(s);
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while ((!s->head || e->busy) && !(e->destroyed && !s->head))
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (!s->head) break; /* destroyed and drained */
+        struct fc_op *op = s->head;
+        s->head = op->next;
+        if (!s->head) s->tail = NULL;
+        e->busy = true;
+        pthread_mutex_unlock(&s->lock);
+        op->fn(op->arg);
+        free(op);
+        pthread_mutex_lock(&s->lock);
+        e->busy = false;
+        s->completed++;
+        pthread_cond_broadcast(&s->cond);
+    }
+    s->worker_running = false;
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                       bool inline_ok)
+{
+    struct stream_ext *e = ext(s);
+    pthread_mutex_lock(&s->lock);
+    if (inline_ok && !s->head && !e->busy) {
+        e->busy = true;
+        s->enqueued++;
+        pthread_mutex_unlock(&s->lock);
+        fn((void *)arg);
+        pthread_mutex_lock(&s->lock);
+        e->busy = false;
+        s->completed++;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+        return true;
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    struct fc_op *op = malloc(sizeof *op + arg_size);
+    if (!op) return false;
+    op->fn = fn;
+    op->next = NULL;
+    memcpy(op->arg, arg, arg_size);
+
+    pthread_mutex_lock(&s->lock);
+    if (s->tail) s->tail->next = op;
+    else s->head = op;
+    s->tail = op;
+    s->enqueued++;
+    if (!s->worker_running) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        if (pthread_create(&s->worker, &attr, worker_main, s) == 0) s->worker_running = true;
+        pthread_attr_destroy(&attr);
+        if (!s->worker_running) abort(); /* a stream that never runs would hang the program */
+    }
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return true;
+}
+
+void fc_stream_wait_idle(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t target = s->enqueued;
+    while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+bool fc_stream_idle(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool idle = s->completed == s->enqueued;
+    pthread_mutex_unlock(&s->lock);
+    return idle;
+}
+
+void fc_stream_free(struct CUstream_st *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->magic = 0;
+    ext(s)->destroyed = true; /* queued work still runs, as CUDA specifies */
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void fc_ctx_synchronize(CUcontext ctx)
+{
+    pthread_mutex_lock(&all_lock);
+    size_t n = all_n;
+    struct CUstream_st **snap = malloc(n * sizeof *snap);
+    if (snap) memcpy(snap, all, n * sizeof *snap);
+    pthread_mutex_unlock(&all_lock);
+    if (!snap) return;
+    for (size_t i = 0; i < n; i++)
+        if (snap[i]->ctx == ctx) fc_stream_wait_idle(snap[i]);
+    free(snap);
+}
+
+/* ---- handles ---- */
+
+static pthread_mutex_t legacy_lock = PTHREAD_MUTEX_INITIALIZER;
+#define PTS_MAX 16
+static __thread struct {
+    CUcontext ctx;
+    struct CUstream_st *s;
+} per_thread[PTS_MAX];
+
+static CUresult legacy_stream(CUcontext c, struct CUstream_st **out)
+{
+    pthread_mutex_lock(&legacy_lock);
+    if (!c->legacy_stream) c->legacy_stream = fc_stream_new(c, 0, 0);
+    *out = c->legacy_stream;
+    pthread_mutex_unlock(&legacy_lock);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+static CUresult per_thread_stream(CUcontext c, struct CUstream_st **out)
+{
+    for (int i = 0; i < PTS_MAX; i++) {
+        if (per_thread[i].ctx == c) {
+            *out = per_thread[i].s;
+            return CUDA_SUCCESS;
+        }
+        if (!per_thread[i].ctx) {
+            struct CUstream_st *s = fc_stream_new(c, 0, 0);
+            if (!s) return CUDA_ERROR_OUT_OF_MEMORY;
+            per_thread[i].ctx = c;
+            per_thread[i].s = s;
+            *out = s;
+            return CUDA_SUCCESS;
+        }
+    }
+    return legacy_stream(c, out); /* more contexts than slots: share the legacy one */
+}
+
+CUresult fc_stream_resolve(CUstream h, bool ptds, struct CUstream_st **out)
+{
+    if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
+        if (h->magic != FC_STREAM_MAGIC) return CUDA_ERROR_INVALID_HANDLE;
+        *out = h;
+        return CUDA_SUCCESS;
+    }
+    CUcontext c;
+    CUresult r = fc_ctx_current_checked(&c);
+    if (r != CUDA_SUCCESS) return r;
+    if (h == CU_STREAM_PER_THREAD || (!h && ptds)) return per_thread_stream(c, out);
+    return legacy_stream(c, out);
+}
+
+/* ---- stream API ---- */
+
+static CUresult stream_create(CUstream *ph, unsigned flags, int priority)
+{
+    CUcontext c;
+    if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = fc_ctx_current_checked(&c);
+    if (r != CUDA_SUCCESS) return r;
+    if (priority > 0) priority = 0;
+    if (priority < -5) priority = -5;
+    *ph = fc_stream_new(c, flags, priority);
+    return *ph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+FC_API CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    REQUIRE_INIT();
+    CUresult r = stream_create(phStream, Flags, 0);
+    API_RETURN(r, "\"flags\":%u,\"stream\":%llu", Flags, r ? 0ull : (*phStream)->id);
+}
+
+FC_API CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int priority)
+{
+    REQUIRE_INIT();
+    CUresult r = stream_create(phStream, flags, priority);
+    API_RETURN(r, "\"flags\":%u,\"priority\":%d,\"stream\":%llu", flags, priority,
+               r ? 0ull : (*phStream)->id);
+}
+
+FC_API CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    REQUIRE_INIT();
+    if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD ||
+        hStream->magic != FC_STREAM_MAGIC)
+        API_RETURN(CUDA_ERROR_INVALID_HANDLE, "");
+    unsigned long long id = hStream->id;
+    fc_stream_free(hStream);
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", id);
+}
+
+FC_API CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hStream); }
+
+#define RESOLVE(h, ptds, s)                                                        \
+    struct CUstream_st *s;                                                         \
+    do {                                                                           \
+        CUresult rr_ = fc_stream_resolve((h), (ptds), &s);                         \
+        if (rr_ != CUDA_SUCCESS) API_RETURN(rr_, "");                              \
+    } while (0)
+
+static CUresult stream_query(CUstream h, bool ptds)
+{
+    REQUIRE_INIT();
+    RESOLVE(h, ptds, s);
+    API_RETURN(fc_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamQuery(CUstream h) { return stream_query(h, false); }
+FC_API CUresult cuStreamQuery_ptsz(CUstream h) { return stream_query(h, true); }
+
+static CUresult stream_sync(CUstream h, bool ptds)
+{
+    REQUIRE_INIT();
+    RESOLVE(h, ptds, s);
+    fc_stream_wait_idle(s);
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamSynchronize(CUstream h) { return stream_sync(h, false); }
+FC_API CUresult cuStreamSynchronize_ptsz(CUstream h) { return stream_sync(h, true); }
+
+/* Host functions and callbacks run on the stream's worker, in order. */
+struct host_fn_op {
+    CUhostFn fn;
+    void *data;
+};
+static void run_host_fn(void *arg)
+{
+    struct host_fn_op *o = arg;
+    o->fn(o->data);
+}
+
+static CUresult launch_host_func(CUstream h, CUhostFn fn, void *userData, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!fn) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    struct host_fn_op o = {fn, userData};
+    bool ok = fc_stream_enqueue(s, run_host_fn, &o, sizeof o, false);
+    API_RETURN(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuLaunchHostFunc(CUstream h, CUhostFn fn, void *userData)
+{
+    return launch_host_func(h, fn, userData, false);
+}
+FC_API CUresult cuLaunchHostFunc_ptsz(CUstream h, CUhostFn fn, void *userData)
+{
+    return launch_host_func(h, fn, userData, true);
+}
+
+struct callback_op {
+    CUstreamCallback fn;
+    CUstream handle;
+    void *data;
+};
+static void run_callback(void *arg)
+{
+    struct callback_op *o = arg;
+    o->fn(o->handle, CUDA_SUCCESS, o->data);
+}
+
+static CUresult add_callback(CUstream h, CUstreamCallback cb, void *userData, unsigned flags, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!cb || flags) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    struct callback_op o = {cb, h, userData};
+    bool ok = fc_stream_enqueue(s, run_callback, &o, sizeof o, false);
+    API_RETURN(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamAddCallback(CUstream h, CUstreamCallback cb, void *userData, unsigned int flags)
+{
+    return add_callback(h, cb, userData, flags, false);
+}
+FC_API CUresult cuStreamAddCallback_ptsz(CUstream h, CUstreamCallback cb, void *userData,
+                                         unsigned int flags)
+{
+    return add_callback(h, cb, userData, flags, true);
+}
+
+/* ---- properties ---- */
+
+static CUresult get_priority(CUstream h, int *priority, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!priority) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    *priority = s->priority;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamGetPriority(CUstream h, int *p) { return get_priority(h, p, false); }
+FC_API CUresult cuStreamGetPriority_ptsz(CUstream h, int *p) { return get_priority(h, p, true); }
+
+static CUresult get_flags(CUstream h, unsigned *flags, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!flags) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    *flags = s->flags;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamGetFlags(CUstream h, unsigned int *f) { return get_flags(h, f, false); }
+FC_API CUresult cuStreamGetFlags_ptsz(CUstream h, unsigned int *f) { return get_flags(h, f, true); }
+
+static CUresult get_id(CUstream h, unsigned long long *id, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!id) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    *id = s->id;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamGetId(CUstream h, unsigned long long *id) { return get_id(h, id, false); }
+FC_API CUresult cuStreamGetId_ptsz(CUstream h, unsigned long long *id) { return get_id(h, id, true); }
+
+static CUresult get_ctx(CUstream h, CUcontext *pctx, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!pctx) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    *pctx = s->ctx;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamGetCtx(CUstream h, CUcontext *c) { return get_ctx(h, c, false); }
+FC_API CUresult cuStreamGetCtx_ptsz(CUstream h, CUcontext *c) { return get_ctx(h, c, true); }
+
+static CUresult get_ctx_v2(CUstream h, CUcontext *pctx, CUgreenCtx *pgreen, bool ptds)
+{
+    if (pgreen) *pgreen = NULL; /* no green contexts here */
+    return get_ctx(h, pctx, ptds);
+}
+FC_API CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *c, CUgreenCtx *g) { return get_ctx_v2(h, c, g, false); }
+FC_API CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *c, CUgreenCtx *g) { return get_ctx_v2(h, c, g, true); }
+
+static CUresult get_device(CUstream h, CUdevice *dev, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!dev) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    *dev = s->ctx->device;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu", s->id);
+}
+FC_API CUresult cuStreamGetDevice(CUstream h, CUdevice *d) { return get_device(h, d, false); }
+FC_API CUresult cuStreamGetDevice_ptsz(CUstream h, CUdevice *d) { return get_device(h, d, true); }
+
+/* Stream attributes are scheduling hints with no effect here; they are kept
+ * so that what a program sets is what it reads back. */
+static CUresult get_attribute(CUstream h, CUstreamAttrID attr, CUstreamAttrValue *out, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!out) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    memset(out, 0, sizeof *out);
+    if (attr == CU_LAUNCH_ATTRIBUTE_PRIORITY) out->priority = s->priority;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu,\"attr\":%d", s->id, attr);
+}
+FC_API CUresult cuStreamGetAttribute(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v) { return get_attribute(h, a, v, false); }
+FC_API CUresult cuStreamGetAttribute_ptsz(CUstream h, CUstreamAttrID a, CUstreamAttrValue *v) { return get_attribute(h, a, v, true); }
+
+static CUresult set_attribute(CUstream h, CUstreamAttrID attr, const CUstreamAttrValue *v, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!v) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    if (attr == CU_LAUNCH_ATTRIBUTE_PRIORITY) s->priority = v->priority;
+    API_RETURN(CUDA_SUCCESS, "\"stream\":%llu,\"attr\":%d", s->id, attr);
+}
+FC_API CUresult cuStreamSetAttribute(CUstream h, CUstreamAttrID a, const CUstreamAttrValue *v) { return set_attribute(h, a, v, false); }
+FC_API CUresult cuStreamSetAttribute_ptsz(CUstream h, CUstreamAttrID a, const CUstreamAttrValue *v) { return set_attribute(h, a, v, true); }
+
+/* ---- capture: graphs are not simulated, so no stream is ever capturing ---- */
+
+static CUresult capture_info(CUstream h, CUstreamCaptureStatus *status, cuuint64_t *id, bool ptds)
+{
+    REQUIRE_INIT();
+    if (!status) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    RESOLVE(h, ptds, s);
+    (void)s;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (id) *id = 0;
+    API_RETURN(CUDA_SUCCESS, "\"status\":0");
+}
+FC_API CUresult cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id)
+{
+    return capture_info(h, st, id, false);
+}
+FC_API CUresult cuStreamGetCaptureInfo_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id)
+{
+    return capture_info(h, st, id, true);
+}
+
+static CUresult capture_info_v2(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                const CUgraphNode **deps, size_t *n, bool ptds)
+{
+    if (g) *g = NULL;
+    if (deps) *deps = NULL;
+    if (n) *n = 0;
+    return capture_info(h, st, id, ptds);
+}
+FC_API CUresult cuStreamGetCaptureInfo_v2(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                          CUgraph *g, const CUgraphNode **deps, size_t *n)
+{
+    return capture_info_v2(h, st, id, g, deps, n, false);
+}
+FC_API CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                               CUgraph *g, const CUgraphNode **deps, size_t *n)
+{
+    return capture_info_v2(h, st, id, g, deps, n, true);
+}
+
+static CUresult capture_info_v3(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g,
+                                const CUgraphNode **deps, const CUgraphEdgeData **edges, size_t *n,
+                                bool ptds)
+{
+    if (edges) *edges = NULL;
+    return capture_info_v2(h, st, id, g, deps, n, ptds);
+}
+FC_API CUresult cuStreamGetCaptureInfo_v3(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                          CUgraph *g, const CUgraphNode **deps,
+                                          const CUgraphEdgeData **edges, size_t *n)
+{
+    return capture_info_v3(h, st, id, g, deps, edges, n, false);
+}
+FC_API CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id,
+                                               CUgraph *g, const CUgraphNode **deps,
+                                               const CUgraphEdgeData **edges, size_t *n)
+{
+    return capture_info_v3(h, st, id, g, deps, edges, n, true);
+}
+
+static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, bool ptds)
+{
+    return capture_info(h, st, NULL, ptds);
+}
+FC_API CUresult cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, false); }
+FC_API CUresult cuStreamIsCapturing_ptsz(CUstream h, CUstreamCaptureStatus *st) { return is_capturing(h, st, true); }
+
+static __thread CUstreamCaptureMode capture_mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+
+FC_API CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    if (!mode) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
+    CUstreamCaptureMode old = capture_mode;
+    capture_mode = *mode;
+    *mode = old;
+    API_RETURN(CUDA_SUCCESS, "\"mode\":%d", capture_mode);
+}

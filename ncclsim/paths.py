@@ -1,0 +1,59 @@
+"""Where ncclsim's installed pieces live, and NVIDIA's libraries from PyPI."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from ncclsim import NcclsimError
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+class MissingComponentError(NcclsimError, FileNotFoundError):
+    """A library ncclsim needs is not installed where it should be."""
+
+
+def lib_dir() -> Path:
+    """Directory holding libcuda.so.1, libnvidia-ml.so.1 and the net plugin.
+
+    `pip install .` builds them there; in a source checkout run
+    `python fake_cuda/build.py --out ncclsim/lib` first.
+    """
+    d = PACKAGE_DIR / "lib"
+    if not (d / "libcuda.so.1").exists():
+        raise MissingComponentError(
+            f"{d}/libcuda.so.1 is missing: install ncclsim with `pip install .` "
+            "(or build in place with `python fake_cuda/build.py --out ncclsim/lib`)")
+    return d
+
+
+def gpu_models_file() -> Path:
+    return PACKAGE_DIR / "platform" / "gpu_models.json"
+
+
+def nvidia_package_dirs() -> list[Path]:
+    """Directories of the `nvidia` namespace package that NVIDIA's wheels share."""
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    return [Path(p) for p in spec.submodule_search_locations]
+
+
+def _nvidia_lib(relative: str, wheel: str) -> Path:
+    for base in nvidia_package_dirs():
+        if (base / relative).exists():
+            return (base / relative).parent
+    raise MissingComponentError(
+        f"{Path(relative).name} not found in the `nvidia` Python package: "
+        f"install it with `pip install {wheel}` in the environment running ncclsim")
+
+
+def nccl_lib_dir() -> Path:
+    """Directory of the NCCL wheel's libnccl.so.2."""
+    return _nvidia_lib("nccl/lib/libnccl.so.2", "nvidia-nccl-cu12")
+
+
+def cudart_lib_dir() -> Path:
+    """Directory of the shared CUDA runtime, libcudart.so.12."""
+    return _nvidia_lib("cuda_runtime/lib/libcudart.so.12", "nvidia-cuda-runtime-cu12")
