@@ -315,6 +315,21 @@ static CUresult integrity_check(uint32_t runtime_version, uint64_t unix_time, ui
 }
 
 /* ------------------------------------------------------------------------ */
+/* CONTEXT_IDENTITY (CUDA 13 runtimes): the runtime only checks that the table  */
+/* exists; the real driver serves 94 slots whose meaning is not public.        */
+
+UNKNOWN_SLOT(ctxid, 0)
+
+#define CTXID_ENTRIES 95
+static const void *ctxid_table[CTXID_ENTRIES];
+
+__attribute__((constructor)) static void ctxid_fill(void)
+{
+    ctxid_table[0] = TABLE_SIZE(CTXID_ENTRIES);
+    for (int i = 1; i < CTXID_ENTRIES; i++) ctxid_table[i] = (const void *)ctxid_slot0;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Lookup                                                                    */
 
 typedef struct {
@@ -342,6 +357,9 @@ static const export_table export_tables[] = {
     {"INTEGRITY_CHECK",
      {0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2},
      integrity_table},
+    {"CONTEXT_IDENTITY",
+     {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
+     ctxid_table},
     /* Known but not provided; the runtimes seen start without them. */
     {"(unnamed, first requested)",
      {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

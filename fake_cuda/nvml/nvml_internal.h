@@ -1,0 +1,46 @@
+/* Shared state of the fake NVML: initialisation count and device handles. */
+#ifndef NCCLSIM_NVML_INTERNAL_H
+#define NCCLSIM_NVML_INTERNAL_H
+
+#include "nvml_types.h"
+#include "platform.h"
+
+#define NVML_API __attribute__((visibility("default")))
+
+/* What an nvmlDevice_t points to: one per simulated GPU, in static storage, so
+ * handles stay valid (and equal) across nvmlShutdown/nvmlInit. */
+struct nvmlDevice_st {
+    unsigned magic;
+    unsigned index;
+    const fc_gpu *gpu;
+};
+#define FCN_DEVICE_MAGIC 0x6e766d6cu /* "nvml" */
+
+/* The platform while NVML is initialised, else NULL. */
+const fc_platform *fcn_platform(void);
+
+/* NVML_SUCCESS when initialised, else NVML_ERROR_UNINITIALIZED. */
+nvmlReturn_t fcn_check_init(void);
+
+/* Handle of GPU i (i < ngpus), valid once nvmlInit succeeded. */
+nvmlDevice_t fcn_handle(unsigned i);
+
+/* Validate a handle: initialised first (UNINITIALIZED), then the handle
+ * (INVALID_ARGUMENT). On success *gpu is its GPU. */
+nvmlReturn_t fcn_device(nvmlDevice_t device, const fc_gpu **gpu);
+
+/* Copy a NUL-terminated string into an NVML caller's buffer of `length` bytes. */
+nvmlReturn_t fcn_copy_string(char *dst, unsigned length, const char *src);
+
+/* The GPU of this host whose PCI address is a, or -1. */
+int fcn_gpu_at(const fc_platform *p, const fc_pci_addr *a);
+
+/* Fill the PCI identity fields of a GPU (ids, domain/bus/device) and both
+ * bus-id strings. */
+void fcn_fill_pci(nvmlPciInfo_t *out, const fc_pci_addr *a, unsigned device_id, unsigned subsys_id);
+void fcn_fill_pci_legacy(ncclsim_nvmlPciInfoLegacy_t *out, const fc_pci_addr *a, unsigned device_id,
+                         unsigned subsys_id);
+
+#define FCN_PCI_VENDOR_NVIDIA 0x10deu
+
+#endif
