@@ -79,12 +79,13 @@ static int pci_exists_in_sys(const fc_pci_addr *a)
 }
 
 /* Bus-id domain of a simulated host: its index, moved to 0x100 + index when
- * that would name a PCI device that really exists here (NCCL would read /sys). */
+ * one of its GPU or NVSwitch bus ids names a PCI device that really exists
+ * here (NCCL would read /sys). Same rule as ncclsim/platform/config.py. */
 static unsigned host_domain(int host_index, const unsigned *buses, int n)
 {
     unsigned domain = (unsigned)host_index & 0xffff;
-    for (int i = 0; i < n; i++) {
-        fc_pci_addr a = {domain, buses[i], 0, 0};
+    for (int i = 0; i < n + 4; i++) {
+        fc_pci_addr a = {domain, i < n ? buses[i] : default_nvswitch_bus[i - n], 0, 0};
         if (pci_exists_in_sys(&a)) return (0x100u + (unsigned)host_index) & 0xffff;
     }
     return domain;

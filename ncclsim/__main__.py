@@ -1,0 +1,5 @@
+"""`python -m ncclsim` is the `ncclsim` command."""
+
+from ncclsim.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Platform configuration from Python: GPU models, the per-host platform file, `ncclsim env`."""

@@ -1,0 +1,101 @@
+"""The environment that puts any process on a simulated host (`ncclsim env`)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, Optional
+
+from ncclsim.paths import cudart_lib_dir, lib_dir, nccl_lib_dir
+from ncclsim.platform.config import PlatformConfig, default_platform, read_platform, write_platform
+from ncclsim.platform.models import GpuCatalog, load_models
+
+# Hidden GPUs would be hidden by NVIDIA's runtime before our driver is asked.
+UNSET_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    gpus: int = 8
+    model: str = "h100"
+    host: int = 0
+    config_dir: Optional[Path] = None  # None: default_config_dir()
+
+
+@dataclass(frozen=True)
+class SimEnvironment:
+    variables: Mapping[str, str]  # to set, in this order
+    unset: tuple[str, ...]  # to remove
+    platform: PlatformConfig
+    platform_file: Path
+
+    def shell(self) -> str:
+        """`export`/`unset` lines for `eval "$(ncclsim env)"` in any POSIX shell."""
+        lines = [f"export {k}={shlex.quote(v)}" for k, v in self.variables.items()]
+        lines += [f"unset {k}" for k in self.unset]
+        return "\n".join(lines) + "\n"
+
+
+def nccl_host_id(host_index: int) -> str:
+    """NCCL_HOSTID of a simulated host; the C side reads the trailing number."""
+    return f"ncclsim-h{host_index}"
+
+
+def default_config_dir(environ: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME/ncclsim, or ~/.cache/ncclsim (XDG ignores relative paths)."""
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "ncclsim"
+    home = environ.get("HOME")
+    return (Path(home) if home else Path.home()) / ".cache" / "ncclsim"
+
+
+def platform_file_name(host: int, gpus: int, model_key: str) -> str:
+    return f"platform-h{host}-{gpus}x{model_key}.conf"
+
+
+def prepend_paths(first: list[Path], existing: str) -> str:
+    """`first` then `existing`, without repeating `first` (eval may run twice)."""
+    ours = [str(p) for p in dict.fromkeys(first)]
+    rest = [p for p in existing.split(":") if p not in ours] if existing else []
+    return ":".join(ours + rest)
+
+
+def simulation_env(opts: SimOptions, environ: Mapping[str, str],
+                   catalog: Optional[GpuCatalog] = None) -> SimEnvironment:
+    """Write the host's platform file and compute the variables that select it."""
+    catalog = catalog or load_models()
+    libs = [lib_dir(), nccl_lib_dir(), cudart_lib_dir()]  # fail before writing anything
+    cfg = default_platform(opts.host, opts.gpus, opts.model, catalog)
+    directory = (opts.config_dir or default_config_dir(environ)).expanduser().resolve()
+    path = directory / platform_file_name(opts.host, opts.gpus, cfg.gpus[0].model)
+    write_platform(cfg, path, catalog)
+    variables = {
+        "LD_LIBRARY_PATH": prepend_paths(libs, environ.get("LD_LIBRARY_PATH", "")),
+        "NCCLSIM_PLATFORM": str(path),
+        "NCCL_HOSTID": nccl_host_id(opts.host),
+    }
+    return SimEnvironment(variables, UNSET_VARIABLES, cfg, path)
+
+
+@dataclass(frozen=True)
+class ResolvedPlatform:
+    platform: PlatformConfig
+    source: str  # file it came from, or "built-in default"
+
+
+def current_platform(environ: Mapping[str, str],
+                     catalog: Optional[GpuCatalog] = None) -> ResolvedPlatform:
+    """What a process started with `environ` sees: the same lookup as
+    load_once() in fake_cuda/common/platform.c ($NCCLSIM_PLATFORM, else the
+    default for the host number at the end of $NCCL_HOSTID)."""
+    catalog = catalog or load_models()
+    path = environ.get("NCCLSIM_PLATFORM", "")
+    if path:
+        return ResolvedPlatform(read_platform(Path(path), catalog), path)
+    host_id = environ.get("NCCL_HOSTID", "")
+    digits = host_id[len(host_id.rstrip("0123456789")):]
+    host = int(digits) & 0xFFFF if digits else 0
+    return ResolvedPlatform(default_platform(host, catalog=catalog), "built-in default")
