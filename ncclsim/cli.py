@@ -15,6 +15,7 @@ from ncclsim.platform.describe import platform_json, platform_text
 from ncclsim.platform.env import SimOptions, current_platform, simulation_env
 from ncclsim.platform.libraries import Libraries, check_libraries
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.probe import cli as probe_cli
 
 SCHEMA_VERSION = 1
 
@@ -107,6 +108,11 @@ def cmd_info(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
     return 0
 
 
+def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
+              catalog: GpuCatalog) -> int:
+    return probe_cli.execute(args)
+
+
 def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
     parser = _Parser(prog="ncclsim", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
@@ -129,6 +135,13 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
     info.add_argument("--platform", type=Path, metavar="FILE",
                       help="show this platform file")
     info.set_defaults(func=cmd_info)
+
+    probe = sub.add_parser("probe", help="run the built-in NCCL workload (alone or under MPI)",
+                           description="Initialise NCCL over the GPUs of this process (or of every "
+                                       "MPI process), run the chosen operations, destroy. Run it "
+                                       'on the simulated platform (`eval "$(ncclsim env)"`).')
+    probe_cli.add_arguments(probe)
+    probe.set_defaults(func=cmd_probe)
     return parser
 
 

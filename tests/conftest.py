@@ -61,3 +61,46 @@ def run_cli(ncclsim_exe: Path, clean_env: dict[str, str], tmp_path: Path) -> Run
         return subprocess.run([str(ncclsim_exe), *args], cwd=tmp_path, text=True,
                               capture_output=True, env={**clean_env, **(env or {})}, timeout=120)
     return run
+
+
+# ---- simulated platform environments ----
+
+SimEnv = Callable[..., dict[str, str]]
+
+
+@pytest.fixture
+def sim_env(clean_env: dict[str, str], tmp_path: Path, lib_dir: Path) -> SimEnv:
+    """Environment of a process on a simulated host: `sim_env(gpus=8, model="h100",
+    host=0, nccl_lib=None)` writes the host's platform file and puts ncclsim's
+    libraries first, then the chosen NCCL (default: the installed wheel), then
+    NVIDIA's runtime."""
+    from ncclsim.paths import cudart_lib_dir, nccl_lib_dir
+    from ncclsim.platform.config import default_platform, write_platform
+
+    def make(gpus: int = 8, model: str = "h100", host: int = 0,
+             nccl_lib: Optional[Path] = None) -> dict[str, str]:
+        path = tmp_path / f"platform-h{host}-{gpus}x{model}.conf"
+        write_platform(default_platform(host, gpus, model), path)
+        libs = [lib_dir, nccl_lib or nccl_lib_dir(), cudart_lib_dir()]
+        return {**clean_env, "NCCLSIM_PLATFORM": str(path), "NCCL_HOSTID": f"ncclsim-h{host}",
+                "LD_LIBRARY_PATH": ":".join(map(str, libs))}
+    return make
+
+
+@pytest.fixture(scope="session")
+def nccl_build() -> Callable[[str], "object"]:
+    """An NCCL release by spec ("installed", "2.21.5", "cu13:2.32.3"), fetched
+    from PyPI once into the user's cache (~/.cache/ncclsim/nccl)."""
+    from ncclsim.nccl import wheels
+
+    def get(spec: str) -> "wheels.NcclBuild":
+        return wheels.installed() if spec == "installed" else wheels.fetch(spec)
+    return get
+
+
+@pytest.fixture(scope="session")
+def mpiexec() -> Path:
+    """mpiexec of the mpich wheel installed beside the interpreter."""
+    exe = Path(sys.executable).parent / "mpiexec"
+    assert exe.exists(), f"{exe} is missing: the mpich wheel is a dependency of ncclsim"
+    return exe

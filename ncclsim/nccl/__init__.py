@@ -1,0 +1,1 @@
+"""NCCL releases: which library a simulation loads, fetched from PyPI on demand."""

@@ -1,0 +1,1 @@
+"""The built-in workload: initialise NCCL, run collectives, destroy."""

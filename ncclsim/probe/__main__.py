@@ -1,0 +1,5 @@
+import sys
+
+from ncclsim.probe.cli import main
+
+sys.exit(main())

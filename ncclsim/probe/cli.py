@@ -1,0 +1,69 @@
+"""`ncclsim probe` / `python -m ncclsim.probe`: the built-in NCCL workload."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ncclsim import NcclsimError
+from ncclsim.probe.bindings import load
+from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, parse_size, run
+
+SCHEMA_VERSION = 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--ops", default="",
+                   help=f"comma-separated operations to run after init: {','.join(OPERATIONS)} "
+                        "or 'all' (default: none, initialise and destroy only)")
+    p.add_argument("--sizes", default="8,1M", help="comma-separated sizes in bytes, e.g. 8,64K,16M")
+    p.add_argument("--gpus-per-process", type=int, default=0, metavar="G",
+                   help="GPUs each process drives (default: all when alone, 1 under MPI)")
+    p.add_argument("--iters", type=int, default=1, help="repetitions of each operation and size")
+    p.add_argument("--json", type=Path, metavar="FILE", help="write the result (rank 0) as JSON")
+
+
+def options(args: argparse.Namespace) -> ProbeOptions:
+    ops = tuple(o.strip().lower() for o in args.ops.split(",") if o.strip())
+    if ops == ("all",):
+        ops = OPERATIONS
+    unknown = [o for o in ops if o not in OPERATIONS]
+    if unknown:
+        raise NcclsimError(f"unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
+    if args.gpus_per_process < 0 or args.iters < 1:
+        raise NcclsimError("--gpus-per-process must be >= 0 and --iters >= 1")
+    sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
+    return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters)
+
+
+def execute(args: argparse.Namespace) -> int:
+    opts = options(args)  # usage errors before MPI starts
+    world = World()
+    prefix = f"ncclsim probe: rank {world.rank}" if world.size > 1 else "ncclsim probe"
+
+    def log(line: str) -> None:
+        if world.rank == 0:
+            print(f"ncclsim probe: {line}", flush=True)
+
+    try:
+        result = run(load(), opts, world, log)
+    except NcclsimError as e:
+        print(f"{prefix}: {e}", file=sys.stderr, flush=True)
+        return 1
+    if world.rank == 0 and args.json:
+        args.json.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=1))
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="ncclsim probe", description=__doc__)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return execute(args)
+    except NcclsimError as e:
+        print(f"ncclsim probe: {e}", file=sys.stderr)
+        return 2

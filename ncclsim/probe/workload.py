@@ -1,0 +1,224 @@
+"""The probe workload: every process drives `gpus_per_process` GPUs of its
+host; together they form one NCCL communicator over all ranks.
+
+Run alone it uses the GPUs of one process; under mpiexec, mpi4py carries the
+unique id and each process picks its GPUs from its rank among the processes
+of its (simulated) host.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from ncclsim.probe.bindings import (CUDA_STREAM_NON_BLOCKING, NCCL_FLOAT32, NCCL_SUM, Libraries,
+                                    ProbeError)
+
+OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
+              "alltoall")
+SIZE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = t[-1] if t and t[-1] in SIZE_SUFFIXES else ""
+    try:
+        value = int(t[: len(t) - len(unit)]) * SIZE_SUFFIXES[unit]
+    except ValueError:
+        raise ProbeError(f"not a size: {text!r} (examples: 8, 64K, 16M)") from None
+    if value <= 0:
+        raise ProbeError(f"sizes must be positive, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ProbeOptions:
+    operations: tuple[str, ...] = ()  # empty: initialise and destroy only
+    sizes: tuple[int, ...] = (8, 1 << 20)
+    gpus_per_process: int = 0  # 0: every GPU the process sees, when alone
+    iterations: int = 1
+
+
+@dataclass
+class OpResult:
+    operation: str
+    size: int
+    seconds: float
+
+
+@dataclass
+class ProbeResult:
+    nccl_version: str
+    nranks: int
+    processes: int
+    hosts: int
+    init_seconds: float
+    destroy_seconds: float = 0.0
+    operations: list[OpResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nccl_version": self.nccl_version, "nranks": self.nranks,
+                "processes": self.processes, "hosts": self.hosts,
+                "init_seconds": round(self.init_seconds, 4),
+                "destroy_seconds": round(self.destroy_seconds, 4),
+                "operations": [{"operation": o.operation, "size": o.size,
+                                "seconds": round(o.seconds, 6)} for o in self.operations]}
+
+
+class World:
+    """The processes of the run: mpi4py's world, or just this process."""
+
+    def __init__(self) -> None:
+        self.comm: Any = None
+        if _launched_by_mpi():
+            from mpi4py import MPI  # imported only under MPI: it initialises MPI
+            self.comm = MPI.COMM_WORLD
+        self.rank = self.comm.Get_rank() if self.comm else 0
+        self.size = self.comm.Get_size() if self.comm else 1
+
+    def bcast(self, value: Any) -> Any:
+        return self.comm.bcast(value, root=0) if self.comm else value
+
+    def allgather(self, value: Any) -> list[Any]:
+        return self.comm.allgather(value) if self.comm else [value]
+
+
+def _launched_by_mpi() -> bool:
+    return any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
+
+
+def host_key() -> str:
+    """What tells simulated hosts apart: NCCL_HOSTID, else the hostname."""
+    return os.environ.get("NCCL_HOSTID") or socket.gethostname()
+
+
+class Rank:
+    """One GPU driven by this process: its communicator, stream and buffers."""
+
+    def __init__(self, libs: Libraries, device: int, rank: int, nbytes: int) -> None:
+        self.libs, self.device, self.rank = libs, device, rank
+        ffi = libs.ffi
+        self.comm = ffi.new("ncclComm_t *")
+        self.stream = ffi.new("cudaStream_t *")
+        self.send = ffi.new("void **")
+        self.recv = ffi.new("void **")
+        self.nbytes = nbytes
+        self.use()
+        libs.cuda_check(libs.cuda.cudaStreamCreateWithFlags(self.stream, CUDA_STREAM_NON_BLOCKING),
+                        f"cudaStreamCreate on GPU {device}")
+        if nbytes:
+            for buf in (self.send, self.recv):
+                libs.cuda_check(libs.cuda.cudaMalloc(buf, nbytes), f"cudaMalloc({nbytes}) on GPU {device}")
+
+    def use(self) -> None:
+        self.libs.cuda_check(self.libs.cuda.cudaSetDevice(self.device), f"cudaSetDevice({self.device})")
+
+    def sync(self) -> None:
+        self.use()
+        self.libs.cuda_check(self.libs.cuda.cudaStreamSynchronize(self.stream[0]),
+                             f"cudaStreamSynchronize on GPU {self.device}")
+
+    def free(self) -> None:
+        self.use()
+        for buf in (self.send, self.recv):
+            if buf[0] != self.libs.ffi.NULL:
+                self.libs.cuda.cudaFree(buf[0])
+        self.libs.cuda.cudaStreamDestroy(self.stream[0])
+
+
+def _issue(op: str, r: Rank, size: int, nranks: int) -> None:
+    """Enqueue one operation of `size` bytes (nccl-tests' convention) on rank r."""
+    nccl, chk = r.libs.nccl, r.libs.nccl_check
+    count = max(size // 4, 1)
+    c, s, snd, rcv = r.comm[0], r.stream[0], r.send[0], r.recv[0]
+    what = f"{op} of {size} bytes on rank {r.rank}"
+    if op == "allreduce":
+        chk(nccl.ncclAllReduce(snd, rcv, count, NCCL_FLOAT32, NCCL_SUM, c, s), what)
+    elif op == "broadcast":
+        chk(nccl.ncclBroadcast(snd, rcv, count, NCCL_FLOAT32, 0, c, s), what)
+    elif op == "reduce":
+        chk(nccl.ncclReduce(snd, rcv, count, NCCL_FLOAT32, NCCL_SUM, 0, c, s), what)
+    elif op == "allgather":
+        chk(nccl.ncclAllGather(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, c, s), what)
+    elif op == "reducescatter":
+        chk(nccl.ncclReduceScatter(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, NCCL_SUM, c, s), what)
+    elif op == "sendrecv":
+        chk(nccl.ncclSend(snd, count, NCCL_FLOAT32, (r.rank + 1) % nranks, c, s), what)
+        chk(nccl.ncclRecv(rcv, count, NCCL_FLOAT32, (r.rank - 1) % nranks, c, s), what)
+    elif op == "alltoall":
+        per = max(count // nranks, 1)
+        ffi = r.libs.ffi
+        for peer in range(nranks):
+            off = peer * per * 4
+            chk(nccl.ncclSend(ffi.cast("char *", snd) + off, per, NCCL_FLOAT32, peer, c, s), what)
+            chk(nccl.ncclRecv(ffi.cast("char *", rcv) + off, per, NCCL_FLOAT32, peer, c, s), what)
+    else:
+        raise ProbeError(f"unknown operation {op!r}: choose from {', '.join(OPERATIONS)}")
+
+
+def _grouped(libs: Libraries, ranks: list[Rank], action: Callable[[Rank], None], what: str) -> None:
+    libs.nccl_check(libs.nccl.ncclGroupStart(), f"ncclGroupStart ({what})")
+    for r in ranks:
+        r.use()
+        action(r)
+    libs.nccl_check(libs.nccl.ncclGroupEnd(), f"ncclGroupEnd ({what})")
+
+
+def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
+        log: Callable[[str], None] = lambda s: None) -> ProbeResult:
+    world = world or World()
+    keys = world.allgather(host_key())
+    hosts = list(dict.fromkeys(keys))
+    local = [i for i, k in enumerate(keys) if k == keys[world.rank]]
+    local_rank = local.index(world.rank)
+
+    visible = libs.ffi.new("int *")
+    libs.cuda_check(libs.cuda.cudaGetDeviceCount(visible), "cudaGetDeviceCount")
+    gpp = opts.gpus_per_process or (visible[0] if world.size == 1 else 1)
+    first = local_rank * gpp
+    if first + gpp > visible[0]:
+        raise ProbeError(f"process {world.rank} needs GPUs {first}..{first + gpp - 1} of its host, "
+                         f"which has {visible[0]}")
+    if opts.operations and len(hosts) > 1:
+        raise ProbeError(
+            f"collectives between simulated hosts ({len(hosts)} hosts) are not simulated yet: "
+            "NCCL's network proxy waits for GPU kernels that do not run here, so they would hang. "
+            "Run the probe without operations to initialise and destroy only.")
+
+    nranks = world.size * gpp
+    uid = libs.ffi.new("ncclUniqueId *")
+    if world.rank == 0:
+        libs.nccl_check(libs.nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+    raw = world.bcast(bytes(libs.ffi.buffer(uid)) if world.rank == 0 else None)
+    libs.ffi.memmove(uid, raw, len(raw))
+
+    nbytes = max(opts.sizes) if opts.operations else 0
+    ranks = [Rank(libs, first + i, world.rank * gpp + i, nbytes) for i in range(gpp)]
+    t0 = time.perf_counter()
+    _grouped(libs, ranks, lambda r: libs.nccl_check(
+        libs.nccl.ncclCommInitRank(r.comm, nranks, uid[0], r.rank), f"ncclCommInitRank (rank {r.rank})"),
+        "init")
+    result = ProbeResult(libs.nccl_version(), nranks, world.size, len(hosts), time.perf_counter() - t0)
+    log(f"initialised {nranks} ranks on {len(hosts)} host(s) in {result.init_seconds:.2f} s")
+
+    for op in opts.operations:
+        for size in opts.sizes:
+            t = time.perf_counter()
+            for _ in range(opts.iterations):
+                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks), op)
+            for r in ranks:
+                r.sync()
+            result.operations.append(OpResult(op, size, time.perf_counter() - t))
+            log(f"{op:<14} {size:>12} B  done")
+
+    t = time.perf_counter()
+    for r in ranks:
+        r.use()
+        libs.nccl_check(libs.nccl.ncclCommDestroy(r.comm[0]), f"ncclCommDestroy (rank {r.rank})")
+        r.free()
+    result.destroy_seconds = time.perf_counter() - t
+    log(f"destroyed {len(ranks)} communicator(s) in {result.destroy_seconds:.2f} s")
+    return result

@@ -1,0 +1,52 @@
+/* A user program linked against NCCL and the shared CUDA runtime: one
+ * process drives every GPU it sees, as single-node NCCL applications do. */
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CUDA(call)                                                                       \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            return 1;                                                                    \
+        }                                                                                \
+    } while (0)
+#define NCCL(call)                                                                       \
+    do {                                                                                 \
+        ncclResult_t r_ = (call);                                                        \
+        if (r_ != ncclSuccess) {                                                         \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
+            return 1;                                                                    \
+        }                                                                                \
+    } while (0)
+
+int main(void)
+{
+    int n = 0;
+    CUDA(cudaGetDeviceCount(&n));
+    ncclComm_t *comms = calloc((size_t)n, sizeof *comms);
+    cudaStream_t *streams = calloc((size_t)n, sizeof *streams);
+    float **bufs = calloc((size_t)n, sizeof *bufs);
+    const size_t count = 1 << 18;
+    NCCL(ncclCommInitAll(comms, n, NULL));
+    for (int d = 0; d < n; d++) {
+        CUDA(cudaSetDevice(d));
+        CUDA(cudaMalloc((void **)&bufs[d], count * sizeof(float)));
+        CUDA(cudaStreamCreate(&streams[d]));
+    }
+    NCCL(ncclGroupStart());
+    for (int d = 0; d < n; d++)
+        NCCL(ncclAllReduce(bufs[d], bufs[d], count, ncclFloat, ncclSum, comms[d], streams[d]));
+    NCCL(ncclGroupEnd());
+    for (int d = 0; d < n; d++) {
+        CUDA(cudaSetDevice(d));
+        CUDA(cudaStreamSynchronize(streams[d]));
+    }
+    for (int d = 0; d < n; d++) NCCL(ncclCommDestroy(comms[d]));
+    int version;
+    NCCL(ncclGetVersion(&version));
+    printf("allreduce over %d GPUs with NCCL %d: ok\n", n, version);
+    return 0;
+}

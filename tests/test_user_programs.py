@@ -1,0 +1,49 @@
+"""Users' own programs on the simulated platform: a C program built with gcc
+against nccl.h and the shared CUDA runtime, and a CUDA program with a real
+kernel built with nvcc."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def _nvidia_include(package: str) -> Path:
+    for base in nvidia_package_dirs():
+        if (base / package / "include").is_dir():
+            return base / package / "include"
+    raise AssertionError(f"nvidia/{package}/include not found: install ncclsim's test extra")
+
+
+def test_c_program_with_nccl(sim_env, tmp_path: Path) -> None:
+    exe = tmp_path / "nccl_allreduce"
+    nccl, cudart = nccl_lib_dir(), cudart_lib_dir()
+    # nccl.h includes cuda_runtime.h; its fp16/bf16 headers need the CUDA C++
+    # library, which a C program does not use: their include guards skip them.
+    subprocess.run(
+        ["gcc", "-Wall", "-Wextra", "-Werror", "-D__CUDA_FP16_H__", "-D__CUDA_BF16_H__",
+         "-o", str(exe), str(PROGRAMS / "nccl_allreduce.c"),
+         f"-I{nccl.parent / 'include'}", f"-I{_nvidia_include('cuda_runtime')}",
+         f"-I{_nvidia_include('cuda_nvcc')}", f"-L{nccl}", f"-L{cudart}",
+         "-l:libnccl.so.2", "-l:libcudart.so.12"], check=True)
+    proc = subprocess.run([str(exe)], env=sim_env(gpus=8), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "allreduce over 8 GPUs with NCCL 23203: ok" in proc.stdout
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None,
+                    reason="nvcc (CUDA toolkit) is not installed: the CUDA kernel program is not built")
+def test_cuda_program_with_kernel(sim_env, tmp_path: Path) -> None:
+    exe = tmp_path / "kernel_launch"
+    subprocess.run(["nvcc", "-arch=sm_90", "-o", str(exe), str(PROGRAMS / "kernel_launch.cu")],
+                   check=True)
+    proc = subprocess.run([str(exe)], env=sim_env(gpus=2), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel launched and synchronised: ok (maxThreadsPerBlock 1024)" in proc.stdout
