@@ -110,6 +110,13 @@ def cmd_info(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
 
 def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
               catalog: GpuCatalog) -> int:
+    if "NCCLSIM_PLATFORM" not in environ and not probe_cli.under_mpi(environ):
+        # Not on a simulated host yet: run on the default one (as `ncclsim env` sets it up).
+        sim = simulation_env(SimOptions(), environ, catalog)
+        child = {k: v for k, v in environ.items() if k not in sim.unset}
+        child.update(sim.variables)
+        os.execve(sys.executable, [sys.executable, "-m", "ncclsim.probe", *probe_cli.argv_of(args)],
+                  child)
     return probe_cli.execute(args)
 
 

@@ -41,11 +41,12 @@ static double elapsed_us(void)
     return (double)(t.tv_sec - t0.tv_sec) * 1e6 + (double)(t.tv_nsec - t0.tv_nsec) / 1e3;
 }
 
-static void emit(const char *kind, const char *name, int result, const char *fmt, va_list ap)
+static void emit(const char *kind, const char *name, int result, bool failure, const char *fmt,
+                 va_list ap)
 {
     char args[1024];
     vsnprintf(args, sizeof args, fmt, ap);
-    if (fc_log_level() >= FC_LOG_DEBUG || (result > 0 && fc_log_level() >= FC_LOG_INFO))
+    if (fc_log_level() >= FC_LOG_DEBUG || (failure && fc_log_level() >= FC_LOG_INFO))
         fc_log(result > 0 ? FC_LOG_INFO : FC_LOG_DEBUG, "%s(%s) -> %d", name, args, result);
     if (trace_fd < 0) return;
     char line[1400];
@@ -67,7 +68,15 @@ void fc_trace_call(const char *name, int result, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    emit("call", name, result, fmt, ap);
+    emit("call", name, result, result != 0, fmt, ap);
+    va_end(ap);
+}
+
+void fc_trace_answer(const char *name, int result, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    emit("call", name, result, false, fmt, ap);
     va_end(ap);
 }
 
@@ -76,6 +85,6 @@ void fc_trace_event(const char *kind, const char *fmt, ...)
     if (!fc_trace_enabled() && fc_log_level() < FC_LOG_DEBUG) return;
     va_list ap;
     va_start(ap, fmt);
-    emit("event", kind, 0, fmt, ap);
+    emit("event", kind, 0, false, fmt, ap);
     va_end(ap);
 }

@@ -11,6 +11,10 @@ static inline bool fc_trace_enabled(void) { return __builtin_expect(fc_trace_on,
  * or "" for none. Also logs the call at NCCLSIM_LOG>=3 (failures at >=2). */
 void fc_trace_call(const char *name, int result, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* The same for answers that are not failures although non-zero (NOT_READY,
+ * NOT_FOUND of an optional symbol): logged at NCCLSIM_LOG>=3 only. */
+void fc_trace_answer(const char *name, int result, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 /* A free-form event (kernel launches, platform load). */
 void fc_trace_event(const char *kind, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -87,7 +87,7 @@ FC_API CUresult cuEventQuery(CUevent e)
     pthread_mutex_lock(&e->lock);
     bool done = e->completed >= e->recorded;
     pthread_mutex_unlock(&e->lock);
-    API_RETURN(done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"event\":\"%p\"", (void *)e);
+    API_ANSWER(done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"event\":\"%p\"", (void *)e);
 }
 
 FC_API CUresult cuEventSynchronize(CUevent e)

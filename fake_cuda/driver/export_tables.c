@@ -223,7 +223,7 @@ static CUresult cls_get(void **value, CUcontext c, void *key)
     CUcontext ctx = NULL;
     CUresult r = value ? cls_context(c, &ctx) : CUDA_ERROR_INVALID_VALUE;
     if (r == CUDA_SUCCESS) r = fc_ctx_local_get(value, ctx, key);
-    API_RETURN(r, "\"ctx\":\"%p\",\"key\":\"%p\"", (void *)ctx, key);
+    API_ANSWER(r, "\"ctx\":\"%p\",\"key\":\"%p\"", (void *)ctx, key); /* absent is normal */
 }
 
 UNKNOWN_SLOT(cls, 3)
@@ -396,7 +396,8 @@ FC_API CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExpo
     char hex[33];
     for (int i = 0; i < 16; i++)
         snprintf(hex + 2 * i, 3, "%02x", (unsigned char)pExportTableId->bytes[i]);
-    FC_LOG(FC_LOG_INFO, "cuGetExportTable: table %s (%s) not provided", hex, name);
     *ppExportTable = NULL;
+    if (strcmp(name, "unknown") != 0) /* known, and runtimes start without it */
+        API_ANSWER(CUDA_ERROR_INVALID_VALUE, "\"table\":\"%s\",\"name\":\"%s\"", hex, name);
     API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"table\":\"%s\",\"name\":\"%s\"", hex, name);
 }

@@ -25,6 +25,17 @@
         return api_r_;                                                         \
     } while (0)
 
+/* For answers that are expected and not failures although non-zero
+ * (NOT_READY, NOT_FOUND of an optional symbol, an absent key): traced, but
+ * logged only at NCCLSIM_LOG=3. */
+#define API_ANSWER(res, ...)                                                   \
+    do {                                                                       \
+        CUresult api_r_ = (res);                                               \
+        if (fc_trace_enabled() || fc_log_level() >= FC_LOG_DEBUG)              \
+            fc_trace_answer(__func__, (int)api_r_, __VA_ARGS__);               \
+        return api_r_;                                                         \
+    } while (0)
+
 /* Checks shared by most entry points. */
 #define REQUIRE_INIT()                                                         \
     do {                                                                       \

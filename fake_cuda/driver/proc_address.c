@@ -74,14 +74,14 @@ FC_API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
                                     CUdriverProcAddressQueryResult *symbolStatus)
 {
     /* Answered before cuInit: the runtime looks up cuInit itself this way. */
-    API_RETURN(get_proc(symbol, pfn, cudaVersion, flags, symbolStatus),
+    API_ANSWER(get_proc(symbol, pfn, cudaVersion, flags, symbolStatus),
                "\"symbol\":\"%.100s\",\"version\":%d,\"flags\":%llu", symbol ? symbol : "", cudaVersion,
                (unsigned long long)flags);
 }
 
 FC_API CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
 {
-    API_RETURN(get_proc(symbol, pfn, cudaVersion, flags, NULL),
+    API_ANSWER(get_proc(symbol, pfn, cudaVersion, flags, NULL),
                "\"symbol\":\"%.100s\",\"version\":%d,\"flags\":%llu", symbol ? symbol : "", cudaVersion,
                (unsigned long long)flags);
 }

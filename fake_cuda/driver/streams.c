@@ -269,7 +269,7 @@ static CUresult stream_query(CUstream h, bool ptds)
 {
     REQUIRE_INIT();
     RESOLVE(h, ptds, s);
-    API_RETURN(fc_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"stream\":%llu", s->id);
+    API_ANSWER(fc_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"stream\":%llu", s->id);
 }
 FC_API CUresult cuStreamQuery(CUstream h) { return stream_query(h, false); }
 FC_API CUresult cuStreamQuery_ptsz(CUstream h) { return stream_query(h, true); }

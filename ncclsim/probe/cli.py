@@ -10,7 +10,9 @@ from typing import Optional
 
 from ncclsim import NcclsimError
 from ncclsim.probe.bindings import load
-from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, parse_size, run
+from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, parse_size, run
+
+under_mpi = launched_by_mpi
 
 SCHEMA_VERSION = 1
 
@@ -24,6 +26,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs each process drives (default: all when alone, 1 under MPI)")
     p.add_argument("--iters", type=int, default=1, help="repetitions of each operation and size")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the result (rank 0) as JSON")
+
+
+def argv_of(args: argparse.Namespace) -> list[str]:
+    """The command line that gives `args` again (to re-run the probe elsewhere)."""
+    argv = ["--ops", args.ops, "--sizes", args.sizes, "--gpus-per-process", str(args.gpus_per_process),
+            "--iters", str(args.iters)]
+    return argv + (["--json", str(args.json.resolve())] if args.json else [])
 
 
 def options(args: argparse.Namespace) -> ProbeOptions:

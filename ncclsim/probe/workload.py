@@ -12,7 +12,7 @@ import os
 import socket
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ncclsim.probe.bindings import (CUDA_STREAM_NON_BLOCKING, NCCL_FLOAT32, NCCL_SUM, Libraries,
                                     ProbeError)
@@ -73,7 +73,7 @@ class World:
 
     def __init__(self) -> None:
         self.comm: Any = None
-        if _launched_by_mpi():
+        if launched_by_mpi(os.environ):
             from mpi4py import MPI  # imported only under MPI: it initialises MPI
             self.comm = MPI.COMM_WORLD
         self.rank = self.comm.Get_rank() if self.comm else 0
@@ -86,8 +86,8 @@ class World:
         return self.comm.allgather(value) if self.comm else [value]
 
 
-def _launched_by_mpi() -> bool:
-    return any(k in os.environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
+def launched_by_mpi(environ: Mapping[str, str]) -> bool:
+    return any(k in environ for k in ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_RANK"))
 
 
 def host_key() -> str:
