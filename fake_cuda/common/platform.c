@@ -188,7 +188,8 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
     memset(p, 0, sizeof *p);
     p->driver_version = 13000;
     snprintf(p->source, sizeof p->source, "%s", path);
-    enum { NONE, PLATFORM, GPU } section = NONE;
+    enum { NONE, PLATFORM, GPU, NIC } section = NONE;
+    int guid_given[FC_MAX_NICS] = {0};
     int links_given[FC_MAX_GPUS] = {0}, uuid_given[FC_MAX_GPUS] = {0};
     int bus_given[FC_MAX_GPUS] = {0};
     char line[4096];
@@ -204,7 +205,12 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
                 section = GPU;
                 fc_gpu *g = &p->gpu[p->ngpus++];
                 g->numa_node = -1;
-            } else FAIL("unknown section %s (expected [platform] or [gpu])", s);
+            } else if (strcmp(s, "[nic]") == 0) {
+                if (p->nnics >= FC_MAX_NICS) FAIL("more than %d [nic] sections", FC_MAX_NICS);
+                section = NIC;
+                fc_nic *n = &p->nic[p->nnics++];
+                n->port = 1;
+            } else FAIL("unknown section %s (expected [platform], [gpu] or [nic])", s);
             continue;
         }
         char *eq = strchr(s, '=');
@@ -243,6 +249,31 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
                 if (parse_nvlinks(val, g)) FAIL("nvlink_remote must be a list of bus ids with optional *count, at most %d links", FC_MAX_NVLINKS);
                 links_given[i] = 1;
             } else FAIL("unknown key \"%s\" in [gpu]", key);
+        } else if (section == NIC) {
+            int i = p->nnics - 1;
+            fc_nic *n = &p->nic[i];
+            if (strcmp(key, "name") == 0) {
+                if (!*val || strlen(val) >= sizeof n->name) FAIL("nic name must be 1..%zu characters", sizeof n->name - 1);
+                snprintf(n->name, sizeof n->name, "%s", val);
+            } else if (strcmp(key, "bus_id") == 0) {
+                if (fc_pci_parse(val, &n->pci)) FAIL("bus_id must look like 0000:19:00.0, got \"%s\"", val);
+            } else if (strcmp(key, "speed") == 0) {
+                if (parse_int(val, 1, 100000000, &x)) FAIL("speed must be Mb/s (e.g. 400000), got \"%s\"", val);
+                n->speed_mbps = (int)x;
+            } else if (strcmp(key, "guid") == 0) {
+                char *end;
+                errno = 0;
+                n->guid = strtoull(val, &end, 0);
+                if (errno || !*val || *end) FAIL("guid must be a number (e.g. 0x1d0001a000000000), got \"%s\"", val);
+                guid_given[i] = 1;
+            } else if (strcmp(key, "port") == 0) {
+                if (parse_int(val, 1, 255, &x)) FAIL("port must be 1..255, got \"%s\"", val);
+                n->port = (int)x;
+            } else if (strcmp(key, "latency") == 0) {
+                char *end;
+                n->latency_us = strtof(val, &end);
+                if (!*val || *end || n->latency_us < 0) FAIL("latency must be microseconds >= 0, got \"%s\"", val);
+            } else FAIL("unknown key \"%s\" in [nic]", key);
         } else FAIL("\"%s\" outside any section", key);
     }
     lineno = 0;
@@ -257,6 +288,15 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
         if (!g->memory) g->memory = g->model->total_memory;
         if (!uuid_given[i]) default_uuid(p->host_index, i, g->uuid);
         if (!links_given[i]) default_nvlinks(g, g->pci.domain);
+    }
+    for (int i = 0; i < p->nnics; i++) {
+        fc_nic *n = &p->nic[i];
+        if (!n->name[0]) FAIL("[nic] #%d has no name", i);
+        if (!n->speed_mbps) FAIL("[nic] #%d has no speed", i);
+        for (int j = 0; j < i; j++)
+            if (strcmp(p->nic[j].name, n->name) == 0) FAIL("[nic] #%d and #%d have the same name", j, i);
+        /* Unique per (host, NIC): NCCL tells NICs apart by GUID. */
+        if (!guid_given[i]) n->guid = 0x6e63736d00000000ull | ((uint64_t)p->host_index << 16) | (uint64_t)i;
     }
     if (!p->hostname[0]) snprintf(p->hostname, sizeof p->hostname, "ncclsim-h%d", p->host_index);
     fclose(f);

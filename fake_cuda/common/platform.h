@@ -20,6 +20,14 @@
  *   nvlink_remote = 0000:05:00.0*4,0000:06:00.0*5    (optional: link i -> remote
  *                                   PCI bus id, `*n` repeats; default: the
  *                                   model's link count spread over 4 switches)
+ *   [nic]                          (one section per NIC of the host, in order;
+ *                                   what the net plugin reports)
+ *   name = mlx5_0
+ *   bus_id = 0000:19:00.0
+ *   speed = 400000                 (Mb/s)
+ *   guid = 0x1d0001a000000000      (optional; default derived from host and index)
+ *   port = 1                       (optional)
+ *   latency = 0                    (optional, microseconds)
  */
 #ifndef NCCLSIM_PLATFORM_H
 #define NCCLSIM_PLATFORM_H
@@ -30,6 +38,7 @@
 #define FC_MAX_GPUS 64
 #define FC_MAX_NVLINKS 18
 #define FC_MAX_ATTRIBUTES 160 /* > CU_DEVICE_ATTRIBUTE_MAX */
+#define FC_MAX_NICS 64
 
 /* One GPU model, generated at build time from gpu_models.json. */
 typedef struct fc_gpu_model {
@@ -60,6 +69,15 @@ typedef struct fc_gpu {
     fc_pci_addr nvlink_remote[FC_MAX_NVLINKS];
 } fc_gpu;
 
+typedef struct fc_nic {
+    char name[64];
+    fc_pci_addr pci;
+    int speed_mbps;
+    uint64_t guid;
+    int port;
+    float latency_us;
+} fc_nic;
+
 typedef struct fc_platform {
     int host_index;
     int driver_version;
@@ -67,6 +85,8 @@ typedef struct fc_platform {
     char source[1024]; /* file it came from, or "built-in default" */
     int ngpus;
     fc_gpu gpu[FC_MAX_GPUS];
+    int nnics;
+    fc_nic nic[FC_MAX_NICS];
 } fc_platform;
 
 /* The process's platform, loaded on first use. NULL when the configuration

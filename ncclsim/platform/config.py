@@ -23,6 +23,7 @@ from ncclsim.platform.pci import PciAddress, PciFormatError, format_uuid, parse_
 # and the ranges fc_platform_load() accepts.
 MAX_GPUS = 64
 MAX_NVLINKS = 18
+MAX_NICS = 64
 MAX_HOST_INDEX = 0xFFFF
 DEFAULT_DRIVER_VERSION = 13000
 DRIVER_VERSION_RANGE = (11000, 99990)
@@ -97,11 +98,28 @@ class GpuConfig:
 
 
 @dataclass(frozen=True)
+class NicConfig:
+    """A NIC the net plugin reports on this host."""
+    name: str  # the plugin's device name, as in the topology XML's <net name>
+    bus_id: PciAddress
+    speed_mbps: int
+    guid: int
+    port: int = 1
+    latency_us: float = 0.0
+
+
+def default_nic_guid(host_index: int, nic: int) -> int:
+    """Unique per (host, NIC); the same rule as fc_platform_load()."""
+    return 0x6E63736D00000000 | (host_index << 16) | nic
+
+
+@dataclass(frozen=True)
 class PlatformConfig:
     host_index: int
     hostname: str
     gpus: tuple[GpuConfig, ...] = field(default_factory=tuple)
     driver_version: int = DEFAULT_DRIVER_VERSION
+    nics: tuple[NicConfig, ...] = field(default_factory=tuple)
 
     def validate(self, catalog: GpuCatalog) -> None:
         """Raise PlatformConfigError for anything fc_platform_load() would reject."""
@@ -130,6 +148,13 @@ class PlatformConfig:
                   f"GPU {i}: numa_node must be -1..1023, got {g.numa_node}")
             check(len(g.nvlink_remote) <= MAX_NVLINKS,
                   f"GPU {i}: at most {MAX_NVLINKS} NVLinks, got {len(g.nvlink_remote)}")
+        check(len(self.nics) <= MAX_NICS, f"a host has at most {MAX_NICS} NICs")
+        names = [n.name for n in self.nics]
+        check(len(set(names)) == len(names), f"NIC names must be unique, got {names}")
+        for n in self.nics:
+            check(0 < len(n.name) < 64 and n.name.strip() == n.name, f"bad NIC name {n.name!r}")
+            check(1 <= n.speed_mbps <= 100_000_000, f"NIC {n.name}: speed must be Mb/s")
+            check(1 <= n.port <= 255, f"NIC {n.name}: port must be 1..255")
 
 
 def default_platform(host_index: int = 0, ngpus: int = 8, model: str = "h100",
@@ -182,6 +207,14 @@ def format_platform(cfg: PlatformConfig) -> str:
                   f"memory = {g.memory}",
                   f"numa_node = {g.numa_node}",
                   f"nvlink_remote = {_format_links(g.nvlink_remote)}".rstrip()]
+    for n in cfg.nics:
+        lines += ["[nic]",
+                  f"name = {n.name}",
+                  f"bus_id = {n.bus_id}",
+                  f"speed = {n.speed_mbps}",
+                  f"guid = {n.guid:#x}",
+                  f"port = {n.port}",
+                  f"latency = {n.latency_us:g}"]
     return "\n".join(lines) + "\n"
 
 
@@ -281,6 +314,31 @@ def _gpu_key(g: _GpuDraft, key: str, val: str, catalog: GpuCatalog) -> Optional[
     return None
 
 
+def _nic_key(n: dict[str, object], key: str, val: str) -> Optional[str]:
+    """Set one [nic] key; returns the problem, or None."""
+    try:
+        if key == "name":
+            if not 0 < len(val) < 64:
+                return "nic name must be 1..63 characters"
+            n[key] = val
+        elif key == "bus_id":
+            n[key] = PciAddress.parse(val)
+        elif key in ("speed", "port"):
+            x = _c_int(val, 1, 100_000_000 if key == "speed" else 255)
+            if x is None:
+                return f'{key} out of range: "{val}"'
+            n[key] = x
+        elif key == "guid":
+            n[key] = int(val, 0)
+        elif key == "latency":
+            n[key] = float(val)
+        else:
+            return f'unknown key "{key}" in [nic]'
+    except (ValueError, NcclsimError) as e:
+        return f'bad {key} "{val}": {e}'
+    return None
+
+
 def _platform_key(key: str, val: str, out: dict[str, int | str]) -> Optional[str]:
     """Set one [platform] key; returns the problem, or None."""
     if key == "host_index":
@@ -306,6 +364,7 @@ def parse_platform(text: str, source: str = "<string>",
     catalog = catalog or load_models()
     plat: dict[str, int | str] = {}
     drafts: list[_GpuDraft] = []
+    nic_drafts: list[dict[str, object]] = []
     section = ""
 
     def fail(line: int, msg: str) -> PlatformConfigError:
@@ -318,9 +377,11 @@ def parse_platform(text: str, source: str = "<string>",
         if not s or s.startswith("#"):
             continue
         if s.startswith("["):
-            if s not in ("[platform]", "[gpu]"):
-                raise fail(lineno, f"unknown section {s} (expected [platform] or [gpu])")
+            if s not in ("[platform]", "[gpu]", "[nic]"):
+                raise fail(lineno, f"unknown section {s} (expected [platform], [gpu] or [nic])")
             section = s[1:-1]
+            if section == "nic":
+                nic_drafts.append({})
             if section == "gpu":
                 if len(drafts) >= MAX_GPUS:
                     raise fail(lineno, f"more than {MAX_GPUS} [gpu] sections")
@@ -333,6 +394,8 @@ def parse_platform(text: str, source: str = "<string>",
             problem = _platform_key(key, val, plat)
         elif section == "gpu":
             problem = _gpu_key(drafts[-1], key, val, catalog)
+        elif section == "nic":
+            problem = _nic_key(nic_drafts[-1], key, val)
         else:
             problem = f'"{key}" outside any section'
         if problem:
@@ -355,11 +418,18 @@ def parse_platform(text: str, source: str = "<string>",
             model=g.model.key, bus_id=g.bus_id, uuid=g.uuid or default_uuid(host, i),
             memory=g.memory or g.model.total_memory, numa_node=g.numa_node,
             nvlink_remote=default_nvlinks(g.model, g.bus_id.domain) if links is None else links))
+    nics: list[NicConfig] = []
+    for i, n in enumerate(nic_drafts):
+        if "name" not in n or "speed" not in n:
+            raise fail(0, f"[nic] #{i} has no {'name' if 'name' not in n else 'speed'}")
+        nics.append(NicConfig(name=str(n["name"]), bus_id=n.get("bus_id", PciAddress(0, 0)),  # type: ignore[arg-type]
+                              speed_mbps=int(n["speed"]), guid=int(n.get("guid", default_nic_guid(host, i))),  # type: ignore[call-overload]
+                              port=int(n.get("port", 1)), latency_us=float(n.get("latency", 0.0))))  # type: ignore[arg-type]
     return PlatformConfig(
         host_index=host,
         hostname=str(plat.get("hostname") or default_hostname(host)),
         driver_version=int(plat.get("driver_version", DEFAULT_DRIVER_VERSION)),
-        gpus=tuple(gpus))
+        gpus=tuple(gpus), nics=tuple(nics))
 
 
 def read_platform(path: Path, catalog: Optional[GpuCatalog] = None) -> PlatformConfig:
