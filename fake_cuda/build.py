@@ -8,6 +8,7 @@ produces in DIR:
                          so both names are one library in a process)
     libnvidia-ml.so.1    NVML over the same platform
     libnccl-net-ncclsim.so  NCCL net plugin (when its sources exist)
+    libncclsim-host.so   preloaded into ranks: the simulated host's name
 
 CUDA's types come from cuda.h in the nvidia-cuda-runtime-cu12 wheel (a build
 dependency); the CUDA toolkit is not needed. GPU model data comes from
@@ -123,6 +124,7 @@ def build(out: Path, jobs: int, only: set[str] | None = None) -> None:
         "driver": sorted((HERE / "driver").glob("*.c")),
         "nvml": sorted((HERE / "nvml").glob("*.c")),
         "net": sorted((HERE / "net").glob("*.c")),
+        "host": sorted((HERE / "host").glob("*.c")),
     }
     headers = sorted(HERE.glob("*/*.h")) + sorted(HERE.glob("*/*.def"))
     header_digest = hashlib.sha1(b"".join(h.read_bytes() for h in headers)).hexdigest()[:12]
@@ -147,6 +149,8 @@ def build(out: Path, jobs: int, only: set[str] | None = None) -> None:
     if groups["net"]:
         link(cc, common + [obj_for(s) for s in groups["net"]], out / "libnccl-net-ncclsim.so",
              "libnccl-net-ncclsim.so")
+    if groups["host"]:  # no platform code: it runs in every process of a rank
+        link(cc, [obj_for(s) for s in groups["host"]], out / "libncclsim-host.so", "libncclsim-host.so")
     # stale objects from other header states
     for o in objdir.glob("*.o"):
         if header_digest not in o.name and o.name != "libcuda_alias.o":
@@ -169,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="directory for the libraries")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--only", help="comma-separated subset of driver,nvml,net")
+    ap.add_argument("--only", help="comma-separated subset of driver,nvml,net,host")
     ap.add_argument("--clean", action="store_true", help="remove the object cache first")
     args = ap.parse_args(argv)
     if args.clean:

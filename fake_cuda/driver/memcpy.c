@@ -68,10 +68,16 @@ static CUresult submit(CUstream h, bool ptds, bool async, fc_op_fn fn, const voi
     return CUDA_SUCCESS;
 }
 
+/* Pageable host memory: the driver knows nothing of it. */
+static bool pageable(const void *p) { return !fc_registry_find((uintptr_t)p, NULL); }
+
 static CUresult copy(void *dst, const void *src, size_t n, CUstream h, bool ptds, bool async)
 {
     if (n == 0) return CUDA_SUCCESS;
     if (!dst || !src) return CUDA_ERROR_INVALID_VALUE;
+    /* As on a GPU, an "async" copy from or to pageable memory has finished
+     * with that memory when the call returns. */
+    if (async && (pageable(src) || pageable(dst))) async = false;
     struct copy_op o = {dst, src, n};
     return submit(h, ptds, async, run_copy, &o, sizeof o);
 }

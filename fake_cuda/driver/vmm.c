@@ -56,6 +56,25 @@ static fc_vmm_handle *handle_new(int fd, size_t size, const CUmemAllocationProp 
 
 /* ---- address reservations ---- */
 
+/* Reserved ranges, so that cuMemMap only maps where the caller reserved. */
+typedef struct reservation {
+    uintptr_t base;
+    size_t size;
+    struct reservation *next;
+} reservation;
+static reservation *reservations;
+static pthread_mutex_t reservations_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool reserved(uintptr_t ptr, size_t size)
+{
+    bool ok = false;
+    pthread_mutex_lock(&reservations_lock);
+    for (reservation *r = reservations; r && !ok; r = r->next)
+        ok = ptr >= r->base && size <= r->size && ptr - r->base <= r->size - size;
+    pthread_mutex_unlock(&reservations_lock);
+    return ok;
+}
+
 FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                     unsigned long long flags)
 {
@@ -70,6 +89,16 @@ FC_API CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignm
     if (start > (uintptr_t)p) munmap(p, start - (uintptr_t)p);
     uintptr_t end = (uintptr_t)p + span;
     if (end > start + size) munmap((void *)(start + size), end - (start + size));
+    reservation *r = malloc(sizeof *r);
+    if (!r) {
+        munmap((void *)start, size);
+        API_RETURN(CUDA_ERROR_OUT_OF_MEMORY, "\"size\":%zu", size);
+    }
+    *r = (reservation){start, size, NULL};
+    pthread_mutex_lock(&reservations_lock);
+    r->next = reservations;
+    reservations = r;
+    pthread_mutex_unlock(&reservations_lock);
     *ptr = start;
     API_RETURN(CUDA_SUCCESS, "\"size\":%zu,\"ptr\":\"0x%lx\"", size, (unsigned long)start);
 }
@@ -80,6 +109,15 @@ FC_API CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
     if (!ptr || !size) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
     if (fc_registry_overlaps(ptr, size)) /* still mapped */
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\"", (unsigned long long)ptr);
+    pthread_mutex_lock(&reservations_lock);
+    reservation **pr = &reservations;
+    while (*pr && !((*pr)->base == ptr && (*pr)->size == size)) pr = &(*pr)->next;
+    reservation *found = *pr;
+    if (found) *pr = found->next;
+    pthread_mutex_unlock(&reservations_lock);
+    if (!found) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\",\"reason\":\"not a reservation\"",
+                           (unsigned long long)ptr);
+    free(found);
     munmap((void *)ptr, size);
     API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x%llx\",\"size\":%zu", (unsigned long long)ptr, size);
 }
@@ -141,6 +179,9 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     fc_vmm_handle *v = handle_of(handle);
     if (!v || !ptr || !size || flags || offset + size > v->size || ptr % GRANULARITY)
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\",\"size\":%zu", (unsigned long long)ptr, size);
+    if (!reserved(ptr, size))
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\",\"reason\":\"not reserved\"",
+                   (unsigned long long)ptr);
     if (fc_registry_overlaps(ptr, size))
         API_RETURN(CUDA_ERROR_ALREADY_MAPPED, "\"ptr\":\"0x%llx\"", (unsigned long long)ptr);
     void *p = mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, v->fd, (off_t)offset);
