@@ -15,6 +15,7 @@ from ncclsim.platform.describe import platform_json, platform_text
 from ncclsim.platform.env import SimOptions, current_platform, simulation_env
 from ncclsim.platform.libraries import Libraries, check_libraries
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.launch import cli as launch_cli
 from ncclsim.probe import cli as probe_cli
 
 SCHEMA_VERSION = 1
@@ -149,6 +150,14 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
                                        'on the simulated platform (`eval "$(ncclsim env)"`).')
     probe_cli.add_arguments(probe)
     probe.set_defaults(func=cmd_probe)
+
+    launch = sub.add_parser("launch", help="run a program as ranks of simulated hosts (over MPI)",
+                            description="Simulate H hosts of G GPUs on this machine and run CMD "
+                                        "(default: the built-in probe) as their ranks through "
+                                        "mpiexec; logs, NCCL's dumps and the report go to the "
+                                        "run directory.")
+    launch_cli.add_arguments(launch)
+    launch.set_defaults(func=lambda args, environ, out, catalog: launch_cli.execute(args))
     return parser
 
 

@@ -1,0 +1,1 @@
+"""`ncclsim launch`: simulated hosts over MPI, one run directory per run."""

@@ -1,0 +1,91 @@
+"""Leave nothing behind: every process of a run (found by the run id in its
+environment, so processes that escaped mpiexec's process group are found
+too) and the shared-memory segments the run created."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Iterable
+
+SHM = Path("/dev/shm")
+
+
+def run_processes(run_id: str) -> list[int]:
+    """PIDs whose environment carries NCCLSIM_RUN_ID=run_id."""
+    needle = f"NCCLSIM_RUN_ID={run_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            env = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_run(run_id: str, grace: float = 2.0) -> list[int]:
+    """SIGTERM, then SIGKILL whatever is left after `grace` seconds."""
+    victims = run_processes(run_id)
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
+        pids = run_processes(run_id)
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and run_processes(run_id):
+            time.sleep(0.05)
+    return victims
+
+
+def shm_snapshot() -> set[str]:
+    try:
+        return {p.name for p in SHM.iterdir()}
+    except OSError:
+        return set()
+
+
+def _open_by_anyone(names: Iterable[str]) -> set[str]:
+    wanted = {str(SHM / n) for n in names}
+    used = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                try:
+                    target = os.readlink(fd)
+                except OSError:
+                    continue
+                if target in wanted:
+                    used.add(Path(target).name)
+            maps = (proc / "maps").read_text()
+        except OSError:
+            continue
+        used.update(Path(w).name for w in wanted if w in maps)
+    return used
+
+
+def remove_new_shm(before: set[str]) -> list[str]:
+    """Segments NCCL or the simulator created during the run that no live
+    process uses any more (a killed rank cannot unlink its own)."""
+    new = [n for n in shm_snapshot() - before if n.startswith(("nccl", "ncclsim", "mpich_shm"))]
+    busy = _open_by_anyone(new)
+    removed = []
+    for name in new:
+        if name not in busy:
+            try:
+                (SHM / name).unlink()
+                removed.append(name)
+            except OSError:
+                pass
+    return removed

@@ -1,0 +1,41 @@
+"""Arguments of `ncclsim launch`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ncclsim.launch.launcher import launch
+from ncclsim.launch.options import LaunchOptions
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hosts", type=int, default=2, metavar="H", help="simulated hosts (default 2)")
+    p.add_argument("--gpus", type=int, metavar="G", help="GPUs per host (default: the preset's, 8)")
+    p.add_argument("--preset", default="dgx-h100", help="cluster preset (default dgx-h100)")
+    p.add_argument("--nics", type=int, metavar="N", help="NICs per host (default: the preset's)")
+    p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
+                   help="GPUs each rank process drives: 1 (default) or all of its host")
+    p.add_argument("--timeout", type=float, default=0.0, metavar="S",
+                   help="stop every rank after S seconds, naming the ones still running (default: none)")
+    p.add_argument("--run-dir", type=Path, metavar="DIR",
+                   help="where logs, dumps and the report go (default ncclsim-runs/<time>-<H>x<G>)")
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- CMD ARGS...: the program every rank runs, unchanged "
+                        "(default: the built-in probe, init only)")
+
+
+def options(args: argparse.Namespace) -> LaunchOptions:
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.command and not command:
+        from ncclsim.launch.options import LaunchError
+        raise LaunchError("missing command after `--`")
+    return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset, nics=args.nics,
+                         gpus_per_process=args.gpus_per_process, timeout=args.timeout,
+                         run_dir=args.run_dir, command=tuple(command))
+
+
+def execute(args: argparse.Namespace) -> int:
+    return launch(options(args))

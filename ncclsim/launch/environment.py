@@ -1,0 +1,46 @@
+"""The environment every rank of a run shares; rank.sh adds the host's part."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from ncclsim.launch.rundir import RunDir
+from ncclsim.paths import cudart_lib_dir, lib_dir
+from ncclsim.platform.env import UNSET_VARIABLES, prepend_paths
+
+NET_PLUGIN = "libnccl-net-ncclsim.so"
+HOST_PRELOAD = "libncclsim-host.so"
+
+# NCCL's log subsystems the report reads: rings/trees (INIT, GRAPH), connections
+# (P2P, SHM, NET), algorithm choices (TUNING), settings (ENV).
+DEBUG_SUBSYS = "INIT,GRAPH,ENV,TUNING,NET,P2P,SHM"
+
+
+def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib: Path) -> dict[str, str]:
+    sim = lib_dir()
+    env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
+    env.update({
+        "LD_LIBRARY_PATH": prepend_paths([sim, nccl_lib, cudart_lib_dir()], base.get("LD_LIBRARY_PATH", "")),
+        "NCCLSIM_RUN_ID": run_id,
+        "NCCLSIM_RUN_DIR": str(run.root),
+        # Ranks of a simulated cluster meet on this machine's loopback.
+        "NCCL_SOCKET_IFNAME": "lo",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_RAS_ENABLE": "0",
+        "NCCL_MNNVL_ENABLE": "0",
+        # Connect every channel at init, so the report sees every connection.
+        "NCCL_RUNTIME_CONNECT": "0",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS,
+        "NCCL_TOPO_DUMP_FILE": str(run.topo_dump),
+        "NCCL_GRAPH_DUMP_FILE": str(run.graph_dump),
+    })
+    preload = sim / HOST_PRELOAD
+    if preload.exists():
+        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), base.get("LD_PRELOAD", "")) if p)
+    plugin = sim / NET_PLUGIN
+    if plugin.exists():
+        env["NCCL_NET_PLUGIN"] = str(plugin)
+        env["NCCL_NET"] = "ncclsim"
+    return env

@@ -1,0 +1,116 @@
+"""`ncclsim launch`: write the run directory, start the ranks, explain the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+from typing import Mapping, Optional, TextIO
+
+from ncclsim.launch import rank_script, rundir
+from ncclsim.launch.environment import rank_environment
+from ncclsim.launch.options import LaunchError, LaunchOptions, probe_command, resolve_command
+from ncclsim.launch.supervise import Outcome, supervise
+from ncclsim.paths import nccl_lib_dir
+from ncclsim.platform.config import default_platform, write_platform
+
+SCHEMA_VERSION = 1
+DEFAULT_GPUS = 8
+
+
+def mpiexec() -> Path:
+    exe = Path(sys.executable).parent / "mpiexec"
+    if not exe.exists():
+        raise LaunchError(f"{exe} is missing: install the `mpich` wheel in this environment")
+    return exe
+
+
+def write_hosts(opts: LaunchOptions, run: rundir.RunDir) -> int:
+    """Per-host artefacts; returns the GPUs per host."""
+    gpus = opts.gpus or DEFAULT_GPUS
+    for h in range(opts.hosts):
+        write_platform(default_platform(h, gpus), run.host(h) / "platform.conf")
+    return gpus
+
+
+def _describe_failure(run: rundir.RunDir, outcome: Outcome) -> list[str]:
+    lines = []
+    bad = [o for o in outcome.ranks if o.status not in (None, 0)]
+    for o in bad[:8]:
+        d = run.rank(o.rank)
+        how = f"was killed by signal {o.status - 128}" if o.status > 128 else f"exited with status {o.status}"
+        last = _last_line(d / "stderr")
+        lines.append(f"ncclsim: rank {o.rank} (host {o.host}) {how}"
+                     + (f": {last}" if last else "") + f"; logs: {d}/stderr, {d}/nccl.log")
+    if outcome.timed_out:
+        stuck = [o.rank for o in outcome.ranks if o.status is None]
+        lines.append(f"ncclsim: timed out: rank(s) {_ranges(stuck)} still running were stopped; "
+                     f"logs: {run.root}/ranks/<rank>/")
+    elif not bad and any(o.status is None for o in outcome.ranks):
+        lost = [o.rank for o in outcome.ranks if o.status is None]
+        lines.append(f"ncclsim: rank(s) {_ranges(lost)} ended without reporting a status "
+                     f"(mpiexec status {outcome.mpiexec_status}); see {run.root}/mpiexec.log")
+    return lines
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
+
+
+def _ranges(ranks: list[int]) -> str:
+    out, i = [], 0
+    while i < len(ranks):
+        j = i
+        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
+            j += 1
+        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
+           err: TextIO = sys.stderr) -> int:
+    opts.check()
+    gpus = opts.gpus or DEFAULT_GPUS
+    if gpus % opts.gpus_per_process:
+        raise LaunchError(f"--gpus-per-process {opts.gpus_per_process} does not divide the "
+                          f"{gpus} GPUs of a host")
+    command = ((resolve_command(opts.command[0]), *opts.command[1:]) if opts.command
+               else probe_command(opts.gpus_per_process))
+    per_host = gpus // opts.gpus_per_process
+    nranks = opts.hosts * per_host
+    exe = mpiexec()
+    nccl_lib = nccl_lib_dir()
+
+    run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
+    write_hosts(opts, run)
+    script = rank_script.write(run, per_host)
+    run_id = uuid.uuid4().hex[:12]
+    env = rank_environment(environ, run, run_id, nccl_lib)
+    err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s), {nranks} rank process(es); "
+              f"run directory {run.root}\n")
+    started = time.time()
+    outcome = supervise([str(exe), "-n", str(nranks), str(script), *command], env, run, run_id,
+                        nranks, per_host, opts.timeout, out, err)
+    doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
+           "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
+           "gpus_per_process": opts.gpus_per_process, "nranks": nranks, "command": list(command),
+           "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+           "status": outcome.status, "timed_out": outcome.timed_out,
+           "initialised": outcome.initialised,
+           "ranks": [{"rank": o.rank, "host": o.host, "status": o.status} for o in outcome.ranks],
+           "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
+    run.launch_json.write_text(json.dumps(doc, indent=1))
+    for line in _describe_failure(run, outcome):
+        err.write(line + "\n")
+    err.write(f"ncclsim: {outcome.initialised}/{nranks} ranks initialised; finished in "
+              f"{outcome.seconds:.1f} s with status {outcome.status}\n")
+    return outcome.status

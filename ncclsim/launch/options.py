@@ -1,0 +1,63 @@
+"""What the user asked `ncclsim launch` for, checked before anything runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ncclsim import NcclsimError
+
+MAX_HOSTS = 1024
+
+
+class LaunchError(NcclsimError):
+    pass
+
+
+@dataclass(frozen=True)
+class LaunchOptions:
+    hosts: int = 2
+    gpus: Optional[int] = None  # per host; None: the preset's
+    preset: str = "dgx-h100"
+    nics: Optional[int] = None  # per host; None: the preset's
+    gpus_per_process: int = 1
+    timeout: float = 0.0  # seconds; 0: none
+    run_dir: Optional[Path] = None
+    command: tuple[str, ...] = ()  # empty: the built-in probe
+
+    def check(self) -> None:
+        if not 1 <= self.hosts <= MAX_HOSTS:
+            raise LaunchError(f"--hosts must be 1..{MAX_HOSTS}, got {self.hosts}")
+        if self.gpus is not None and self.gpus < 1:
+            raise LaunchError(f"--gpus must be at least 1, got {self.gpus}")
+        if self.nics is not None and self.nics < 0:
+            raise LaunchError(f"--nics must be 0 or more, got {self.nics}")
+        if self.gpus_per_process < 1:
+            raise LaunchError(f"--gpus-per-process must be at least 1, got {self.gpus_per_process}")
+        if self.timeout < 0:
+            raise LaunchError(f"--timeout must be 0 (none) or more seconds, got {self.timeout:g}")
+        if self.command:
+            resolve_command(self.command[0])
+
+
+def resolve_command(name: str) -> str:
+    """The program as it will be started: an executable path or a name on PATH."""
+    if os.sep in name:
+        p = Path(name)
+        if not p.exists():
+            raise LaunchError(f"command not found: {name}")
+        if p.is_dir() or not os.access(p, os.X_OK):
+            raise LaunchError(f"command is not an executable file: {name}")
+        return str(p.resolve())
+    found = shutil.which(name)
+    if not found:
+        raise LaunchError(f"command not found on PATH: {name}")
+    return found
+
+
+def probe_command(gpus_per_process: int) -> tuple[str, ...]:
+    return (sys.executable, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus_per_process))

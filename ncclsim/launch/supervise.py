@@ -1,0 +1,140 @@
+"""Run the ranks through mpiexec and watch them: rank 0's output live,
+progress (ranks initialised), the first failure, a timeout; then stop
+everything and clean up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional, TextIO
+
+from ncclsim.launch import cleanup
+from ncclsim.launch.rundir import RunDir
+
+POLL = 0.2
+FAILURE_GRACE = 2.0  # let other ranks report their own failures before stopping them
+TIMEOUT_STATUS = 124  # as timeout(1)
+
+
+@dataclass
+class RankOutcome:
+    rank: int
+    host: int
+    status: Optional[int]  # None: did not finish (stopped by the launcher)
+
+
+@dataclass
+class Outcome:
+    status: int
+    ranks: list[RankOutcome]
+    initialised: int
+    seconds: float
+    timed_out: bool = False
+    mpiexec_status: Optional[int] = None
+    killed: list[int] = field(default_factory=list)
+    shm_removed: list[str] = field(default_factory=list)
+
+
+class _Follower:
+    """Reads what a growing file gained since last time."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset = path, 0
+
+    def read(self) -> bytes:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return b""
+        self.offset += len(data)
+        return data
+
+
+class _Progress:
+    """Counts ranks whose NCCL log says Init COMPLETE."""
+
+    def __init__(self, run: RunDir, nranks: int) -> None:
+        self.logs = [_Follower(run.rank(r) / "nccl.log") for r in range(nranks)]
+        self.done = [False] * nranks
+        self.tails = [b""] * nranks
+
+    def update(self) -> int:
+        for r, log in enumerate(self.logs):
+            if self.done[r]:
+                continue
+            data = self.tails[r] + log.read()
+            if b"Init COMPLETE" in data:
+                self.done[r] = True
+            self.tails[r] = data[-64:]
+        return sum(self.done)
+
+
+def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
+              ranks_per_host: int, timeout: float, out: TextIO = sys.stdout,
+              err: TextIO = sys.stderr) -> Outcome:
+    shm_before = cleanup.shm_snapshot()
+    start = time.monotonic()
+    mpi_log = open(run.root / "mpiexec.log", "wb")
+    proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=mpi_log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    rank0 = _Follower(run.rank(0) / "stdout")
+    progress = _Progress(run, nranks)
+    shown = -1
+    first_failure: Optional[float] = None
+    timed_out = False
+    try:
+        while True:
+            chunk = rank0.read()
+            if chunk:
+                out.write(chunk.decode(errors="replace"))
+                out.flush()
+            n = progress.update()
+            if n != shown:
+                shown = n
+                err.write(f"ncclsim: {n}/{nranks} ranks initialised\n")
+                err.flush()
+            if proc.poll() is not None:
+                break
+            failed = [r for r in range(nranks) if (run.rank_exit(r) or 0) != 0]
+            if failed and first_failure is None:
+                first_failure = time.monotonic()
+            if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE:
+                break
+            if timeout and time.monotonic() - start > timeout:
+                timed_out = True
+                break
+            time.sleep(POLL)
+    except KeyboardInterrupt:
+        err.write("ncclsim: interrupted; stopping every rank\n")
+        timed_out = False
+    finally:
+        killed = cleanup.kill_run(run_id)
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, 9)
+            except ProcessLookupError:
+                pass
+        mpi_status = proc.wait()
+        mpi_log.close()
+        out.write(rank0.read().decode(errors="replace"))
+        out.flush()
+        removed = cleanup.remove_new_shm(shm_before)
+
+    ranks = [RankOutcome(r, r // ranks_per_host, run.rank_exit(r)) for r in range(nranks)]
+    statuses = [o.status for o in ranks]
+    if timed_out:
+        status = TIMEOUT_STATUS
+    elif any(s for s in statuses if s):
+        status = max(s for s in statuses if s)
+    elif any(s is None for s in statuses):
+        status = mpi_status or 1
+    else:
+        status = 0
+    return Outcome(status, ranks, progress.update(), time.monotonic() - start, timed_out, mpi_status,
+                   killed, removed)
