@@ -17,6 +17,7 @@ from ncclsim.platform.libraries import Libraries, check_libraries
 from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.launch import cli as launch_cli
 from ncclsim.probe import cli as probe_cli
+from ncclsim.report import cli as report_cli
 
 SCHEMA_VERSION = 1
 
@@ -158,6 +159,12 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
                                         "run directory.")
     launch_cli.add_arguments(launch)
     launch.set_defaults(func=lambda args, environ, out, catalog: launch_cli.execute(args))
+
+    report = sub.add_parser("report", help="summarise a run directory (rings, trees, transports, ...)",
+                            description="Read a run directory's NCCL logs and dumps; print what NCCL "
+                                        "built and save it as RUN_DIR/run.json.")
+    report_cli.add_arguments(report)
+    report.set_defaults(func=lambda args, environ, out, catalog: report_cli.execute(args))
     return parser
 
 

@@ -15,7 +15,10 @@ from ncclsim.launch import rank_script, rundir
 from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions, probe_command, resolve_command
 from ncclsim.launch.supervise import Outcome, supervise
+from ncclsim import NcclsimError
 from ncclsim.paths import nccl_lib_dir
+from ncclsim.report.build import build_report, write_run_json
+from ncclsim.report.summary import summary_text
 from ncclsim.platform.config import default_platform, write_platform
 
 SCHEMA_VERSION = 1
@@ -111,6 +114,19 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     run.launch_json.write_text(json.dumps(doc, indent=1))
     for line in _describe_failure(run, outcome):
         err.write(line + "\n")
+    _print_report(run, out, err)
     err.write(f"ncclsim: {outcome.initialised}/{nranks} ranks initialised; finished in "
               f"{outcome.seconds:.1f} s with status {outcome.status}\n")
     return outcome.status
+
+
+def _print_report(run: rundir.RunDir, out: TextIO, err: TextIO) -> None:
+    """The run's report (also saved as run.json); a run too broken to report on says why."""
+    try:
+        report = build_report(run.root)
+        write_run_json(run.root, report)
+    except NcclsimError as e:
+        err.write(f"ncclsim: no report: {e}\n")
+        return
+    out.write("\n" + summary_text(report))
+    out.flush()

@@ -1,0 +1,51 @@
+"""`ncclsim report RUN_DIR [--json]`: the run's report as text or JSON, saved as run.json."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+from ncclsim import NcclsimError
+from ncclsim.report.build import RUN_JSON, build_report, write_run_json
+from ncclsim.report.summary import summary_text
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory of a simulation")
+    p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
+    p.add_argument("--no-write", action="store_true", help=f"do not save the report as RUN_DIR/{RUN_JSON}")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Prints the report; NcclsimError (no such directory, no logs) is the caller's to turn into exit 2."""
+    report = build_report(args.run_dir)
+    if not args.no_write:
+        try:
+            write_run_json(args.run_dir, report)
+        except NcclsimError as e:
+            # The report is still worth printing: a read-only run directory is common.
+            print(f"ncclsim report: warning: {e} (--no-write skips it)", file=sys.stderr)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(summary_text(report))
+    return 0
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="ncclsim report", description=__doc__)
+    add_arguments(p)
+    args = p.parse_args(argv)
+    try:
+        return execute(args)
+    except NcclsimError as e:
+        print(f"ncclsim report: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""The report as text a person reads first: what NCCL built, and what went wrong."""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence
+
+from ncclsim.report.model import Feature, Report, TreeNode
+
+
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """[0,1,2,3,5] -> "0-3,5"."""
+    out: list[str] = []
+    items = sorted(set(ranks))
+    i = 0
+    while i < len(items):
+        j = i
+        while j + 1 < len(items) and items[j + 1] == items[j] + 1:
+            j += 1
+        out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def human_bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size} {unit}"
+    return f"{n} B"
+
+
+def _grouped(per_channel: dict[int, str]) -> list[tuple[str, str]]:
+    """Channels with identical text share one line: ("0-23", text)."""
+    groups: dict[str, list[int]] = {}
+    for channel, text in sorted(per_channel.items()):
+        groups.setdefault(text, []).append(channel)
+    return [(rank_ranges(chs), text) for text, chs in sorted(groups.items(), key=lambda kv: kv[1][0])]
+
+
+def _ring_text(ring: Sequence[int], host_of: dict[int, Optional[str]]) -> str:
+    """Ranks in ring order, `|` where the ring crosses to another host."""
+    parts = []
+    for i, r in enumerate(ring):
+        if i and host_of.get(r) != host_of.get(ring[i - 1]):
+            parts.append("|")
+        parts.append(str(r))
+    return " ".join(parts)
+
+
+def _tree_text(nodes: dict[int, TreeNode]) -> str:
+    return " ".join(f"{r}({'root' if n.up is None else n.up}"
+                    f"{'>' + ','.join(map(str, n.down)) if n.down else ''})" for r, n in sorted(nodes.items()))
+
+
+def _feature_text(name: str, f: Feature, unsupported: str) -> str:
+    state = "used" if f.used else "not used"
+    details = []
+    if f.channels is not None:
+        details.append(f"{f.channels} channels")
+    if f.graph_channels is not None:
+        details.append(f"graph {f.graph_channels} channels")
+    if f.supported is False:
+        details.append(unsupported)
+    return f"{name}: {state}" + (f" ({', '.join(details)})" if details else "")
+
+
+def _header(report: Report) -> list[str]:
+    lines = [f"NCCL {report.nccl_version or '(version not logged)'} -- {report.run_dir}"]
+    by_host: dict[str, list[int]] = {}
+    for r in report.ranks:
+        by_host.setdefault(r.host or "?", []).append(r.rank)
+    hosts = "; ".join(f"{h}: ranks {rank_ranges(rs)}" for h, rs in by_host.items())
+    lines.append(f"Ranks: {report.nranks if report.nranks is not None else '?'} on {len(report.hosts)} host(s) "
+                 f"(nNodes {report.nnodes if report.nnodes is not None else '?'}, "
+                 f"localRanks {report.local_ranks if report.local_ranks is not None else '?'})"
+                 + (f" -- {hosts}" if hosts else ""))
+    done = sum(r.init_complete for r in report.ranks)
+    lines.append(f"Init complete: {done}/{report.nranks if report.nranks is not None else len(report.ranks)}")
+    failed_exits = [r.rank for r in report.ranks if r.exit_status not in (None, 0)]
+    if failed_exits:
+        lines.append(f"Non-zero exit: ranks {rank_ranges(failed_exits)}")
+    lines.append(f"Channels: {report.channels if report.channels is not None else '?'} coll"
+                 + (f", {report.p2p_channels} p2p" if report.p2p_channels is not None else ""))
+    lines.append(_feature_text("NVLS", report.nvls, "no multicast support") + "; "
+                 + _feature_text("CollNet", report.collnet, "no CollNet devices"))
+    if len(report.communicators) > 1:
+        lines.append(f"Communicators: {len(report.communicators)} (reporting the largest, "
+                     f"{next(c.comm_id for c in report.communicators if c.primary)})")
+    return lines
+
+
+def _graphs(report: Report) -> list[str]:
+    if not report.graphs:
+        return []
+    source = "graph dump" if report.graphs[0].source == "graph_dump" else "rank 0's log"
+    lines = [f"Graphs (from {source}):"]
+    for g in report.graphs:
+        lines.append(f"  {g.kind:<15} pattern {g.pattern}  {g.nchannels} channel(s)  "
+                     f"intra {g.type_intra} {g.speed_intra} GB/s  inter {g.type_inter} {g.speed_inter} GB/s")
+    return lines
+
+
+def _structure(report: Report) -> list[str]:
+    host_of = {r.rank: r.host for r in report.ranks}
+    lines = []
+    if report.rings:
+        lines.append("Rings, in order (| = next host):")
+        lines += [f"  channel {chs}: {text}" for chs, text in
+                  _grouped({c: _ring_text(r, host_of) for c, r in report.rings.items()})]
+    if report.trees:
+        lines.append("Trees, rank(parent>children):")
+        lines += [f"  channel {chs}: {text}" for chs, text in
+                  _grouped({c: _tree_text(n) for c, n in report.trees.items()})]
+    return lines
+
+
+def _transports(report: Report) -> list[str]:
+    t = report.transports
+    if not t.counts:
+        return ["Connections: none logged (NCCL connects at first use unless NCCL_RUNTIME_CONNECT=0)"]
+    lines = [f"Connections: {sum(t.counts.values())}"]
+    for scope, kinds in (("intra-host", t.intra_host), ("inter-host", t.inter_host), ("unknown", t.unknown_scope)):
+        for kind in kinds:
+            n = sum(1 for c in report.connections if c.transport == kind and
+                    (c.scope or "unknown") == scope.replace("-", "_"))
+            lines.append(f"  {scope:<10}  {kind:<24} {n}")
+    return lines
+
+
+def _tuning(report: Report) -> list[str]:
+    if not report.tuning:
+        return []
+    source = "rank 0" if report.tuning[0].source == "tuning" else "Best tuning lines"
+    lines = [f"Algorithm/protocol by collective and size ({source}):"]
+    for t in report.tuning:
+        channels = f"{t.channels} ch" if t.channels is not None else ""
+        calls = f"  x{t.calls}" if t.calls > 1 else ""
+        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {t.algorithm}/{t.protocol:<7} {channels}{calls}"
+                     .rstrip())
+    return lines
+
+
+def _checks(report: Report) -> list[str]:
+    failed = [c for c in report.checks if not c.ok]
+    if not failed:
+        return [f"Checks: {len(report.checks)} passed"]
+    return [f"Checks: {len(failed)} of {len(report.checks)} FAILED"] + [f"  {c.name}: {c.detail}" for c in failed]
+
+
+def _errors(report: Report) -> list[str]:
+    if not report.errors:
+        return ["Errors: none"]
+    groups: dict[str, list] = {}
+    for e in report.errors:
+        groups.setdefault(e.message, []).append(e)
+    lines = [f"Errors: {len(report.errors)} WARN line(s)"]
+    for message, items in groups.items():
+        ranks = [e.rank for e in items if e.rank is not None]
+        where = f"rank{'s' if len(set(ranks)) > 1 else ''} {rank_ranges(ranks)}" if ranks else "rank ?"
+        first = items[0]
+        lines.append(f"  [{where}] {message}  ({first.log}:{first.line})")
+    return lines
+
+
+def summary_text(report: Report) -> str:
+    sections = [_header(report), _graphs(report), _structure(report), _transports(report),
+                _tuning(report), _checks(report), _errors(report),
+                ["Notes:"] + [f"  {n}" for n in report.notes] if report.notes else []]
+    return "\n".join(line for section in sections for line in section) + "\n"
