@@ -34,6 +34,15 @@ __attribute__((constructor)) static void trace_open(void)
     fc_trace_on = true;
 }
 
+/* Each library of the platform has its own copy of this file; the net plugin
+ * may be unloaded and loaded again, so give the descriptor back. */
+__attribute__((destructor)) static void trace_close(void)
+{
+    fc_trace_on = false;
+    if (trace_fd >= 0) close(trace_fd);
+    trace_fd = -1;
+}
+
 static double elapsed_us(void)
 {
     struct timespec t;

@@ -246,6 +246,8 @@ def parse_via(via: str) -> Via:
     kept: list[str] = []
     net_dev = proxy = None
     for part in via.split("/"):
+        if "=" in part:  # settings such as 2.32's `flush=None` describe, not distinguish
+            continue
         m = _DEV_PART.match(part)
         if m and net_dev is None and kept:
             net_dev, proxy = int(m[1]), _int(m[2])

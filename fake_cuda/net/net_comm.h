@@ -1,0 +1,64 @@
+/* Connection objects shared by net_connect.c (which creates them) and
+ * net_transfer.c (which moves messages over them). */
+#ifndef NCCLSIM_NET_COMM_H
+#define NCCLSIM_NET_COMM_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net_types.h"
+
+/* Requests a comm can hold at once: NCCL keeps at most NCCL_STEPS (8) per
+ * connection in flight and its own plugins allow 32; past this, isend/irecv
+ * answer "try again" (a NULL request). */
+#define FCN_MAX_REQUESTS 64
+
+/* Frame header before every message's payload on the wire. */
+#define FCN_FRAME_MAGIC 0x6e73696du /* "nsim" */
+typedef struct fcn_frame {
+    uint32_t magic;
+    int32_t tag;
+    uint64_t size;
+} fcn_frame;
+
+enum fcn_req_kind { FCN_REQ_FREE = 0, FCN_REQ_SEND, FCN_REQ_RECV, FCN_REQ_FLUSH };
+
+typedef struct fcn_request {
+    struct fcn_comm *comm;
+    int kind;
+    int done;
+    char *data;
+    size_t size;   /* send: bytes to send; recv: capacity */
+    int tag;
+    size_t nbytes; /* bytes actually transferred, valid when done */
+} fcn_request;
+
+enum fcn_comm_kind { FCN_SEND_COMM = 1, FCN_RECV_COMM = 2 };
+enum fcn_recv_state { FCN_RX_HEADER = 0, FCN_RX_MATCH, FCN_RX_PAYLOAD };
+
+typedef struct fcn_comm {
+    uint32_t magic; /* FCN_COMM_MAGIC: catches a wrong pointer from the caller */
+    int kind;
+    int fd;
+    int dev;
+    /* One thread at a time: NCCL's proxy drives a comm from one thread, but
+     * nothing in the interface promises it. */
+    pthread_mutex_t lock;
+    ncclResult_t error; /* sticky: once the connection failed, every call fails */
+    fcn_request req[FCN_MAX_REQUESTS];
+    /* Posted send/recv requests not yet complete, in posting order. */
+    int queue[FCN_MAX_REQUESTS];
+    int nqueued;
+    /* Message on the wire: the request it belongs to (an index in req[], or
+     * -1) and the bytes of header + payload moved so far. */
+    int wire_req;
+    size_t wire_off;
+    fcn_frame frame; /* header being sent or received */
+    int rx_state;
+    uint64_t nmsgs;  /* messages completed, for logs */
+} fcn_comm;
+
+#define FCN_COMM_MAGIC 0x6e73636du
+
+#endif

@@ -1,0 +1,291 @@
+/* Messages over a connected comm: memory registration, isend/irecv/iflush
+ * and test, which progresses the comm.
+ *
+ * Wire format: per message a fcn_frame {magic, tag, size} then size bytes.
+ * A send comm transmits its posted sends in posting order. A recv comm reads
+ * a frame header only while a receive is posted, then gives the message to
+ * the oldest posted receive with the same tag (NCCL posts receives in the
+ * order the peer sends, so in practice the oldest); a message larger than
+ * that receive is an error, a smaller one completes it with its real size.
+ * A message no posted receive matches stays in the socket until one is
+ * posted, which is TCP's own back-pressure. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "log.h"
+#include "net_comm.h"
+#include "net_core.h"
+
+#define FCN_MR_MAGIC 0x6e736d72u
+
+typedef struct fcn_mr {
+    uint32_t magic;
+    int type;
+    void *data;
+    size_t size;
+} fcn_mr;
+
+/* Registration only records the range: every byte is reachable by the
+ * process, so there is nothing to pin. */
+ncclResult_t fcn_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle)
+{
+    (void)comm;
+    if (!mhandle) return ncclInvalidArgument;
+    if (!(type & (NCCL_PTR_HOST | NCCL_PTR_CUDA))) {
+        FCN_WARN("regMr: unsupported memory type %#x", type);
+        return ncclInvalidArgument;
+    }
+    fcn_mr *mr = malloc(sizeof *mr);
+    if (!mr) return ncclSystemError;
+    *mr = (fcn_mr){.magic = FCN_MR_MAGIC, .type = type, .data = data, .size = size};
+    *mhandle = mr;
+    return ncclSuccess;
+}
+
+ncclResult_t fcn_dereg_mr(void *comm, void *mhandle)
+{
+    (void)comm;
+    fcn_mr *mr = mhandle;
+    if (!mr) return ncclSuccess;
+    if (mr->magic != FCN_MR_MAGIC) {
+        FCN_WARN("deregMr: %p is not a registration of this plugin", mhandle);
+        return ncclInvalidArgument;
+    }
+    mr->magic = 0;
+    free(mr);
+    return ncclSuccess;
+}
+
+static int would_block(void)
+{
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/* Mark the comm failed; every later call on it reports `rc`. */
+static ncclResult_t fail(fcn_comm *c, ncclResult_t rc, const char *what, int err)
+{
+    if (c->error == ncclSuccess)
+        FCN_WARN("%s comm %p: %s%s%s (%d requests pending)",
+                 c->kind == FCN_SEND_COMM ? "send" : "recv", (void *)c, what, err ? ": " : "",
+                 err ? strerror(err) : "", c->nqueued);
+    c->error = rc;
+    return rc;
+}
+
+static ncclResult_t socket_error(fcn_comm *c, const char *what, int err)
+{
+    int remote = err == EPIPE || err == ECONNRESET || err == ETIMEDOUT;
+    return fail(c, remote ? ncclRemoteError : ncclSystemError, what, err);
+}
+
+static void dequeue(fcn_comm *c, int pos)
+{
+    memmove(&c->queue[pos], &c->queue[pos + 1], (size_t)(c->nqueued - pos - 1) * sizeof c->queue[0]);
+    c->nqueued--;
+}
+
+static void complete(fcn_comm *c, int pos, size_t nbytes)
+{
+    fcn_request *r = &c->req[c->queue[pos]];
+    r->nbytes = nbytes;
+    r->done = 1;
+    dequeue(c, pos);
+    c->wire_req = -1;
+    c->wire_off = 0;
+    c->nmsgs++;
+}
+
+static ncclResult_t progress_send(fcn_comm *c)
+{
+    while (c->nqueued > 0) {
+        fcn_request *r = &c->req[c->queue[0]];
+        if (c->wire_req != c->queue[0]) {
+            c->wire_req = c->queue[0];
+            c->wire_off = 0;
+            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size};
+        }
+        size_t total = sizeof c->frame + r->size;
+        while (c->wire_off < total) {
+            struct iovec iov[2];
+            int n = 0;
+            if (c->wire_off < sizeof c->frame)
+                iov[n++] = (struct iovec){(char *)&c->frame + c->wire_off, sizeof c->frame - c->wire_off};
+            size_t done = c->wire_off > sizeof c->frame ? c->wire_off - sizeof c->frame : 0;
+            if (done < r->size) iov[n++] = (struct iovec){r->data + done, r->size - done};
+            struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+            ssize_t k = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (k < 0 && would_block()) return ncclSuccess;
+            if (k < 0) return socket_error(c, "send", errno);
+            c->wire_off += (size_t)k;
+        }
+        complete(c, 0, r->size);
+    }
+    return ncclSuccess;
+}
+
+/* The oldest posted receive for `tag`, as a position in the queue, or -1. */
+static int match(const fcn_comm *c, int tag)
+{
+    for (int i = 0; i < c->nqueued; i++)
+        if (c->req[c->queue[i]].tag == tag) return i;
+    return -1;
+}
+
+static ncclResult_t progress_recv(fcn_comm *c)
+{
+    while (c->nqueued > 0) {
+        if (c->rx_state == FCN_RX_HEADER) {
+            while (c->wire_off < sizeof c->frame) {
+                ssize_t k = recv(c->fd, (char *)&c->frame + c->wire_off, sizeof c->frame - c->wire_off,
+                                 MSG_DONTWAIT);
+                if (k < 0 && would_block()) return ncclSuccess;
+                if (k < 0) return socket_error(c, "receive", errno);
+                if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection", 0);
+                c->wire_off += (size_t)k;
+            }
+            if (c->frame.magic != FCN_FRAME_MAGIC)
+                return fail(c, ncclInternalError, "corrupt message header", 0);
+            c->rx_state = FCN_RX_MATCH;
+        }
+        if (c->rx_state == FCN_RX_MATCH) {
+            int pos = match(c, c->frame.tag);
+            if (pos < 0) return ncclSuccess; /* wait for a receive with this tag */
+            fcn_request *r = &c->req[c->queue[pos]];
+            if (c->frame.size > r->size) {
+                FCN_WARN("message truncated: %llu bytes with tag %d for a %zu-byte receive",
+                         (unsigned long long)c->frame.size, c->frame.tag, r->size);
+                return fail(c, ncclInvalidUsage, "message larger than the receive buffer", 0);
+            }
+            /* The request keeps its queue slot; move it to the front so the
+             * payload loop below finds it at position 0. */
+            int idx = c->queue[pos];
+            memmove(&c->queue[1], &c->queue[0], (size_t)pos * sizeof c->queue[0]);
+            c->queue[0] = idx;
+            c->wire_req = idx;
+            c->rx_state = FCN_RX_PAYLOAD;
+        }
+        fcn_request *r = &c->req[c->wire_req];
+        size_t total = sizeof c->frame + c->frame.size;
+        while (c->wire_off < total) {
+            size_t done = c->wire_off - sizeof c->frame;
+            ssize_t k = recv(c->fd, r->data + done, total - c->wire_off, MSG_DONTWAIT);
+            if (k < 0 && would_block()) return ncclSuccess;
+            if (k < 0) return socket_error(c, "receive", errno);
+            if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection mid-message", 0);
+            c->wire_off += (size_t)k;
+        }
+        complete(c, 0, c->frame.size);
+        c->rx_state = FCN_RX_HEADER;
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t progress(fcn_comm *c)
+{
+    if (c->error != ncclSuccess) return c->error;
+    return c->kind == FCN_SEND_COMM ? progress_send(c) : progress_recv(c);
+}
+
+/* A free request slot, or NULL when all are in use ("try again"). */
+static fcn_request *req_alloc(fcn_comm *c, int kind)
+{
+    for (int i = 0; i < FCN_MAX_REQUESTS; i++) {
+        fcn_request *r = &c->req[i];
+        if (r->kind == FCN_REQ_FREE) {
+            *r = (fcn_request){.comm = c, .kind = kind};
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static fcn_comm *checked(void *comm, int kind)
+{
+    fcn_comm *c = comm;
+    return c && c->magic == FCN_COMM_MAGIC && c->kind == kind ? c : NULL;
+}
+
+/* Queue a send/recv and start moving it at once (a small message usually
+ * leaves before isend returns). */
+static ncclResult_t post(fcn_comm *c, int kind, void *data, size_t size, int tag, void **request)
+{
+    pthread_mutex_lock(&c->lock);
+    ncclResult_t rc = c->error;
+    fcn_request *r = rc == ncclSuccess ? req_alloc(c, kind) : NULL;
+    if (r) {
+        r->data = data;
+        r->size = size;
+        r->tag = tag;
+        c->queue[c->nqueued++] = (int)(r - c->req);
+        rc = progress(c);
+        if (rc != ncclSuccess) r->kind = FCN_REQ_FREE; /* the caller gets the error, not r */
+    }
+    pthread_mutex_unlock(&c->lock);
+    *request = rc == ncclSuccess ? r : NULL;
+    if (rc == ncclSuccess && r && fc_log_level() >= FC_LOG_DEBUG)
+        fc_log(FC_LOG_DEBUG, "net: %s %zu bytes tag %d on comm %p -> request %p",
+               kind == FCN_REQ_SEND ? "isend" : "irecv", size, tag, (void *)c, (void *)r);
+    return rc;
+}
+
+ncclResult_t fcn_isend(void *send_comm, void *data, size_t size, int tag, void **request)
+{
+    fcn_comm *c = checked(send_comm, FCN_SEND_COMM);
+    if (!c || !request || (size && !data)) return ncclInvalidArgument;
+    return post(c, FCN_REQ_SEND, data, size, tag, request);
+}
+
+ncclResult_t fcn_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+                       void **request)
+{
+    fcn_comm *c = checked(recv_comm, FCN_RECV_COMM);
+    if (!c || !request || !data || !sizes || !tags) return ncclInvalidArgument;
+    if (n != 1) {
+        FCN_WARN("irecv: %d grouped receives, but the plugin reports maxRecvs %d", n, FCN_MAX_RECVS);
+        return ncclInvalidUsage;
+    }
+    return post(c, FCN_REQ_RECV, data[0], sizes[0], tags[0], request);
+}
+
+/* Received bytes are in ordinary memory once recv() returned: nothing to
+ * flush. A non-empty flush still gets a request, completed at once, so that
+ * NCCL sees the usual flush round trip; an empty one gets NULL ("done"). */
+ncclResult_t fcn_iflush(void *recv_comm, int n, void **data, const int *sizes, void **request)
+{
+    (void)data;
+    fcn_comm *c = checked(recv_comm, FCN_RECV_COMM);
+    if (!c || !request) return ncclInvalidArgument;
+    *request = NULL;
+    int any = 0;
+    for (int i = 0; sizes && i < n; i++) any |= sizes[i] > 0;
+    if (!any) return ncclSuccess;
+    pthread_mutex_lock(&c->lock);
+    fcn_request *r = req_alloc(c, FCN_REQ_FLUSH);
+    if (r) r->done = 1;
+    pthread_mutex_unlock(&c->lock);
+    *request = r; /* NULL when full: NCCL takes that as complete too */
+    return ncclSuccess;
+}
+
+ncclResult_t fcn_test(void *request, int *done, int *sizes)
+{
+    fcn_request *r = request;
+    if (!r || !done) return ncclInvalidArgument;
+    fcn_comm *c = r->comm;
+    if (!c || c->magic != FCN_COMM_MAGIC || r->kind == FCN_REQ_FREE) {
+        FCN_WARN("test: %p is not a pending request", request);
+        return ncclInvalidArgument;
+    }
+    pthread_mutex_lock(&c->lock);
+    ncclResult_t rc = r->done ? ncclSuccess : progress(c);
+    *done = rc == ncclSuccess && r->done;
+    if (*done) {
+        if (sizes) sizes[0] = r->nbytes > (size_t)INT32_MAX ? INT32_MAX : (int)r->nbytes;
+        r->kind = FCN_REQ_FREE;
+    }
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}

@@ -1,0 +1,512 @@
+"""The NCCL net plugin libnccl-net-ncclsim.so (fake_cuda/net/).
+
+1. Properties through every exported interface version, read with cffi
+   declarations written here from NCCL's headers (not from the plugin's own
+   header), so a layout slip on either side shows up as wrong values.
+2. Two processes connect both ways and exchange 0 B, 1 B, 1 MiB and 64 MiB
+   messages (tags matched, actual sizes reported); a closed peer is an error.
+3. Unmodified NCCL (2.32.3 installed, 2.21.5 from the cache) loads the plugin
+   and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
+
+This file is also the harness the subprocesses of 1 and 2 run:
+`python test_net_plugin.py props VERSION` / `peer VERSION a|b`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+PLUGIN = "libnccl-net-ncclsim.so"
+VERSIONS = tuple(range(5, 13))  # every version the plugin exports
+SIZES = (0, 1, 1 << 20, 64 << 20)
+
+# ---- NCCL's plugin ABI (from NVIDIA/nccl ext-net/example/nccl/net_v*.h and
+# plugins/net/example/nccl/net_v*.h). Vtables other than v5 and v12 are
+# declared up to getProperties, all this file calls through them. ----
+
+CDEF = """
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int speed; int port;
+  float latency; int maxComms; int maxRecvs; } props_v6;
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int speed; int port;
+  float latency; int maxComms; int maxRecvs; int netDeviceType; int netDeviceVersion; } props_v7;
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int regIsGlobal; int speed;
+  int port; float latency; int maxComms; int maxRecvs; int netDeviceType; int netDeviceVersion; } props_v8;
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int regIsGlobal; int forceFlush;
+  int speed; int port; float latency; int maxComms; int maxRecvs; int netDeviceType; int netDeviceVersion;
+  struct { int ndevs; int devs[4]; } vProps; size_t maxP2pBytes; size_t maxCollBytes; } props_v9;
+typedef props_v9 props_v10;
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int regIsGlobal; int forceFlush;
+  int speed; int port; float latency; int maxComms; int maxRecvs; int netDeviceType; int netDeviceVersion;
+  struct { int ndevs; int devs[4]; } vProps; size_t maxP2pBytes; size_t maxCollBytes;
+  int maxMultiRequestSize; } props_v11;
+typedef struct { char* name; char* pciPath; uint64_t guid; int ptrSupport; int regIsGlobal; int forceFlush;
+  int speed; int port; float latency; int maxComms; int maxRecvs; int netDeviceType; int netDeviceVersion;
+  struct { int ndevs; int devs[8]; } vProps; size_t maxP2pBytes; size_t maxCollBytes;
+  int maxMultiRequestSize; int16_t railId; int16_t planeId; } props_v12;
+
+typedef struct {
+  const char* name;
+  int (*init)(void* logger);
+  int (*devices)(int* ndev);
+  int (*getProperties)(int dev, props_v6* props);
+  int (*listen)(int dev, void* handle, void** listenComm);
+  int (*connect)(int dev, void* handle, void** sendComm);
+  int (*accept)(void* listenComm, void** recvComm);
+  int (*regMr)(void* comm, void* data, int size, int type, void** mhandle);
+  int (*deregMr)(void* comm, void* mhandle);
+  int (*isend)(void* sendComm, void* data, int size, int tag, void* mhandle, void** request);
+  int (*irecv)(void* recvComm, int n, void** data, int* sizes, int* tags, void** mhandles, void** request);
+  int (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  int (*test)(void* request, int* done, int* sizes);
+  int (*closeSend)(void* sendComm);
+  int (*closeRecv)(void* recvComm);
+  int (*closeListen)(void* listenComm);
+} net_v5;
+typedef struct { const char* name; int (*init)(void*); int (*devices)(int*);
+  int (*getProperties)(int, props_v6*); } net_v6;
+typedef struct { const char* name; int (*init)(void*); int (*devices)(int*);
+  int (*getProperties)(int, props_v7*); } net_v7;
+typedef struct { const char* name; int (*init)(void*); int (*devices)(int*);
+  int (*getProperties)(int, props_v8*); } net_v8;
+typedef struct { const char* name; int (*init)(void*); int (*devices)(int*);
+  int (*getProperties)(int, props_v9*); } net_v9;
+typedef struct { const char* name; int (*init)(void*, void*); int (*devices)(int*);
+  int (*getProperties)(int, props_v10*); } net_v10;
+typedef struct { int trafficClass; } comm_config;
+typedef struct { const char* name; int (*init)(void**, uint64_t, comm_config*, void*, void*);
+  int (*devices)(int*); int (*getProperties)(int, props_v11*); } net_v11;
+typedef struct {
+  const char* name;
+  int (*init)(void** ctx, uint64_t commId, comm_config* config, void* logger, void* profiler);
+  int (*devices)(int* ndev);
+  int (*getProperties)(int dev, props_v12* props);
+  int (*listen)(void* ctx, int dev, void* handle, void** listenComm);
+  int (*connect)(void* ctx, int dev, void* handle, void** sendComm, void** sendDevComm);
+  int (*accept)(void* listenComm, void** recvComm, void** recvDevComm);
+  int (*regMr)(void* comm, void* data, size_t size, int type, void** mhandle);
+  int (*regMrDmaBuf)(void* comm, void* data, size_t size, int type, uint64_t offset, int fd, void** mhandle);
+  int (*deregMr)(void* comm, void* mhandle);
+  int (*isend)(void* sendComm, void* data, size_t size, int tag, void* mhandle, void* phandle, void** request);
+  int (*irecv)(void* recvComm, int n, void** data, size_t* sizes, int* tags, void** mhandles, void** phandles,
+               void** request);
+  int (*iflush)(void* recvComm, int n, void** data, int* sizes, void** mhandles, void** request);
+  int (*test)(void* request, int* done, int* sizes);
+  int (*closeSend)(void* sendComm);
+  int (*closeRecv)(void* recvComm);
+  int (*closeListen)(void* listenComm);
+  void* getDeviceMr;
+  void* irecvConsumed;
+  void* makeVDevice;
+  int (*finalize)(void* ctx);
+  void* setNetAttr;
+} net_v12;
+""" + "".join(f"extern net_v{v} ncclNetPlugin_v{v};\n" for v in VERSIONS)
+
+NCCL_PTR_HOST, NCCL_PTR_CUDA = 1, 2
+NCCL_REMOTE_ERROR = 6
+
+
+class Net:
+    """One interface version of the plugin, with the version differences
+    (context argument, int or size_t sizes) hidden."""
+
+    def __init__(self, path: str, version: int) -> None:
+        import cffi
+        self.ffi = cffi.FFI()
+        self.ffi.cdef(CDEF)
+        self.lib = self.ffi.dlopen(path)
+        self.version = version
+        self.t = self.ffi.addressof(self.lib, f"ncclNetPlugin_v{version}")
+        self.ctx = self.ffi.NULL
+
+    def check(self, rc: int, what: str) -> None:
+        if rc != 0:
+            raise RuntimeError(f"{what} returned {rc}")
+
+    def init(self) -> None:
+        t, ffi = self.t, self.ffi
+        if self.version >= 11:
+            ctx = ffi.new("void**")
+            self.check(t.init(ctx, 0x1234, ffi.new("comm_config*", [-1]), ffi.NULL, ffi.NULL), "init")
+            self.ctx = ctx[0]
+        elif self.version == 10:
+            self.check(t.init(ffi.NULL, ffi.NULL), "init")
+        else:
+            self.check(t.init(ffi.NULL), "init")
+
+    def devices(self) -> int:
+        n = self.ffi.new("int*")
+        self.check(self.t.devices(n), "devices")
+        return n[0]
+
+    def properties(self, dev: int) -> dict:
+        p = self.ffi.new(f"props_v{6 if self.version == 5 else self.version}*")
+        self.check(self.t.getProperties(dev, p), "getProperties")
+        out = {}
+        for name, _ in self.ffi.typeof(p[0]).fields:
+            v = getattr(p, name)
+            if name in ("name", "pciPath"):
+                v = self.ffi.string(v).decode()
+            elif name == "vProps":
+                v = list(v.devs)[:v.ndevs]
+            out[name] = v
+        return out
+
+    # -- connections (full vtables: v5 and v12) --
+    def listen(self, dev: int):
+        handle = self.ffi.new("char[128]")
+        lc = self.ffi.new("void**")
+        args = (self.ctx,) if self.version >= 11 else ()
+        self.check(self.t.listen(*args, dev, handle, lc), "listen")
+        return lc[0], handle
+
+    def connect(self, dev: int, handle):
+        sc = self.ffi.new("void**")
+        if self.version >= 11:
+            self.check(self.t.connect(self.ctx, dev, handle, sc, self.ffi.NULL), "connect")
+        else:
+            self.check(self.t.connect(dev, handle, sc), "connect")
+        return sc[0] or None
+
+    def accept(self, lcomm):
+        rc = self.ffi.new("void**")
+        extra = (self.ffi.NULL,) if self.version >= 7 else ()
+        self.check(self.t.accept(lcomm, rc, *extra), "accept")
+        return rc[0] or None
+
+    def isend(self, comm, buf, size: int, tag: int):
+        req = self.ffi.new("void**")
+        extra = (self.ffi.NULL,) if self.version >= 10 else ()
+        self.check(self.t.isend(comm, buf, size, tag, self.ffi.NULL, *extra, req), "isend")
+        return req[0] or None
+
+    def irecv(self, comm, buf, capacity: int, tag: int):
+        rc, req = self.irecv_rc(comm, buf, capacity, tag)
+        self.check(rc, "irecv")
+        return req
+
+    def irecv_rc(self, comm, buf, capacity: int, tag: int):
+        req = self.ffi.new("void**")
+        data = self.ffi.new("void*[1]", [buf])
+        sizes = self.ffi.new("size_t[1]" if self.version >= 9 else "int[1]", [capacity])
+        tags = self.ffi.new("int[1]", [tag])
+        mh = self.ffi.new("void*[1]")
+        extra = (self.ffi.new("void*[1]"),) if self.version >= 10 else ()
+        rc = self.t.irecv(comm, 1, data, sizes, tags, mh, *extra, req)
+        return rc, req[0] or None
+
+    def test(self, req) -> tuple[int, bool, int]:
+        done, size = self.ffi.new("int*"), self.ffi.new("int[8]")
+        rc = self.t.test(req, done, size)
+        return rc, bool(done[0]), size[0]
+
+
+def pattern(seed: int, n: int) -> bytes:
+    """Bytes that differ per message and per offset (4093 is prime)."""
+    block = bytes((i * 131 + seed * 17 + 1) & 0xFF for i in range(4093))
+    return (block * (n // len(block) + 1))[:n]
+
+
+def say(*words: object) -> None:
+    print(*words, flush=True)
+
+
+def harness_props(path: str, version: int) -> None:
+    net = Net(path, version)
+    net.init()
+    say(json.dumps({"name": net.ffi.string(net.t.name).decode(), "ndev": net.devices(),
+                    "devices": [net.properties(d) for d in range(net.devices())]}))
+
+
+def harness_peer(path: str, version: int, role: str) -> None:
+    """Connect to the other peer both ways, exchange SIZES, then (a) detect
+    that the peer closed its connection, or (b) close it."""
+    net = Net(path, version)
+    net.init()
+    me, dev = (0, 0) if role == "a" else (1, 1)
+    lcomm, handle = net.listen(dev)
+    say("HANDLE", bytes(net.ffi.buffer(handle)).hex())
+    peer_handle = net.ffi.new("char[128]", bytes.fromhex(sys.stdin.readline().split()[1]))
+    send = recv = None
+    deadline = time.monotonic() + 60
+    while send is None or recv is None:  # connect and accept both non-blocking
+        send = send or net.connect(dev, peer_handle)
+        recv = recv or net.accept(lcomm)
+        if time.monotonic() > deadline:
+            raise RuntimeError("connect/accept did not finish")
+    say("CONNECTED")
+
+    # Receives posted in reverse tag order, into buffers larger than the
+    # messages: tags decide the match and the real size is reported.
+    rbufs = {i: net.ffi.new("char[]", n + 16) for i, n in enumerate(SIZES)}
+    pending = {}
+    for i in reversed(range(len(SIZES))):
+        req = net.irecv(recv, rbufs[i], SIZES[i] + 16, tag=i)
+        assert req is not None
+        pending[("recv", i)] = req
+    sbufs = {i: net.ffi.from_buffer("char[]", pattern(me, n) or b"\0") for i, n in enumerate(SIZES)}
+    for i, n in enumerate(SIZES):
+        req = net.isend(send, sbufs[i], n, tag=i)
+        assert req is not None
+        pending[("send", i)] = req
+    deadline = time.monotonic() + 120
+    while pending:
+        for key, req in list(pending.items()):
+            rc, done, size = net.test(req)
+            if rc:
+                raise RuntimeError(f"test {key} returned {rc}")
+            if done:
+                del pending[key]
+                kind, i = key
+                if size != SIZES[i]:
+                    raise RuntimeError(f"{kind} {i}: size {size}, expected {SIZES[i]}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"transfers did not finish: {sorted(pending)}")
+    for i, n in enumerate(SIZES):
+        if net.ffi.buffer(rbufs[i], n)[:] != pattern(1 - me, n):
+            raise RuntimeError(f"message {i} ({n} bytes): wrong bytes")
+    say("EXCHANGED", len(SIZES))
+
+    if role == "b":
+        net.check(net.t.closeSend(send), "closeSend")
+        say("CLOSED")
+        sys.stdin.readline()  # until the test lets us go
+    else:
+        sys.stdin.readline()  # the peer closed its send side
+        buf = net.ffi.new("char[16]")
+        rc, req = net.irecv_rc(recv, buf, 16, tag=0)  # may already see the close
+        deadline = time.monotonic() + 30
+        while req is not None and rc == 0 and time.monotonic() < deadline:
+            rc, done, _ = net.test(req)
+            if done:
+                raise RuntimeError("received a message from a closed peer")
+        say("PEER-CLOSED-ERROR", rc)
+        net.t.closeSend(send)
+    net.check(net.t.closeRecv(recv), "closeRecv")
+    net.check(net.t.closeListen(lcomm), "closeListen")
+    if version >= 11:
+        net.check(net.t.finalize(net.ctx), "finalize")
+    say("BYE")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "props":
+        harness_props(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
+    else:
+        harness_peer(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), sys.argv[3])
+    sys.exit(0)
+
+
+# ---------------------------------------------------------------- the tests
+
+import pytest  # noqa: E402  (the harness above runs without pytest)
+
+from ncclsim.platform.config import (NicConfig, default_nic_guid, default_platform,  # noqa: E402
+                                     write_platform)
+from ncclsim.platform.pci import PciAddress  # noqa: E402
+
+HARNESS = Path(__file__).resolve()
+TWO_NICS = (("mlx5_0", 0x19, 400_000, 1, 0.0), ("eth7", 0x3b, 100_000, 2, 2.5))
+
+
+def platform_with_nics(path: Path, host: int, gpus: int = 2, nics=TWO_NICS) -> Path:
+    cfg = default_platform(host, gpus)
+    domain = cfg.gpus[0].bus_id.domain
+    write_platform(dataclasses.replace(cfg, nics=tuple(
+        NicConfig(name=name, bus_id=PciAddress(domain, bus), speed_mbps=speed,
+                  guid=default_nic_guid(host, i), port=port, latency_us=lat)
+        for i, (name, bus, speed, port, lat) in enumerate(nics))), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def plugin(lib_dir: Path) -> Path:
+    p = lib_dir / PLUGIN
+    assert p.exists(), f"{p} is missing: build with `python fake_cuda/build.py --out ncclsim/lib`"
+    return p
+
+
+@pytest.fixture
+def harness_env(clean_env: dict[str, str], plugin: Path, tmp_path: Path) -> dict[str, str]:
+    return {**clean_env, "NCCLSIM_NET_PLUGIN_PATH": str(plugin),
+            "NCCLSIM_PLATFORM": str(platform_with_nics(tmp_path / "platform.conf", host=3))}
+
+
+def test_exports_every_version_and_nothing_else(plugin: Path) -> None:
+    out = subprocess.run(["nm", "-D", "--defined-only", str(plugin)], capture_output=True,
+                         text=True, check=True).stdout
+    names = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] != ["A"]}
+    names = {n for n in names if not n.startswith("_")}
+    assert names == {f"ncclNetPlugin_v{v}" for v in VERSIONS}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_properties(version: int, harness_env: dict[str, str]) -> None:
+    proc = subprocess.run([sys.executable, str(HARNESS), "props", str(version)], env=harness_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(proc.stdout)
+    assert info["name"] == "ncclsim" and info["ndev"] == 2
+    for dev, (p, (name, bus, speed, port, lat)) in enumerate(zip(info["devices"], TWO_NICS)):
+        assert p["name"] == name
+        domain = default_platform(3, 2).gpus[0].bus_id.domain
+        assert p["pciPath"] == f"/sys/devices/pci{domain:04x}:00/{domain:04x}:{bus:02x}:00.0"
+        assert p["guid"] == default_nic_guid(3, dev)
+        assert (p["speed"], p["port"], p["latency"]) == (speed, port, lat)
+        assert p["ptrSupport"] == NCCL_PTR_HOST | NCCL_PTR_CUDA
+        assert (p["maxComms"], p["maxRecvs"]) == (65536, 1)
+        if version >= 7:
+            assert (p["netDeviceType"], p["netDeviceVersion"]) == (0, 0)
+        if version >= 8:
+            assert p["regIsGlobal"] == 0
+        if version >= 9:
+            assert p["forceFlush"] == 0 and p["vProps"] == [dev]
+            assert p["maxP2pBytes"] == p["maxCollBytes"] == 1 << 40
+        if version >= 11:
+            assert p["maxMultiRequestSize"] == 1
+        if version >= 12:
+            assert (p["railId"], p["planeId"]) == (-1, -1)
+
+
+def read_line(proc: subprocess.Popen, timeout: float = 120) -> str:
+    """One line of a harness's stdout, or fail (with its stderr) on timeout."""
+    fd = proc.stdout.fileno()
+    buf = b""
+    end = time.monotonic() + timeout
+    while not buf.endswith(b"\n"):
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            proc.kill()
+            pytest.fail(f"harness silent for {timeout} s; stderr: {proc.stderr.read().decode()[-3000:]}")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            proc.wait()
+            pytest.fail(f"harness exited {proc.returncode}: {proc.stderr.read().decode()[-3000:]}")
+        buf += chunk
+    return buf.decode().strip()
+
+
+def send_line(proc: subprocess.Popen, line: str) -> None:
+    proc.stdin.write(line.encode() + b"\n")
+    proc.stdin.flush()
+
+
+@pytest.mark.parametrize("version", [5, 12])  # int sizes / size_t sizes and contexts
+def test_two_processes_exchange_messages(version: int, harness_env: dict[str, str]) -> None:
+    peers = {role: subprocess.Popen([sys.executable, str(HARNESS), "peer", str(version), role],
+                                    env=harness_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, bufsize=0)
+             for role in ("a", "b")}
+    a, b = peers["a"], peers["b"]
+    try:
+        ha, hb = read_line(a), read_line(b)
+        assert ha.startswith("HANDLE ") and hb.startswith("HANDLE ")
+        send_line(a, hb)  # each connects to the other's listener
+        send_line(b, ha)
+        assert read_line(a) == read_line(b) == "CONNECTED"
+        assert read_line(a) == read_line(b) == f"EXCHANGED {len(SIZES)}"
+        assert read_line(b) == "CLOSED"
+        send_line(a, "go")
+        assert read_line(a, timeout=60) == f"PEER-CLOSED-ERROR {NCCL_REMOTE_ERROR}"
+        send_line(b, "go")
+        assert read_line(a) == read_line(b) == "BYE"
+        for p in (a, b):
+            assert p.wait(timeout=30) == 0, p.stderr.read().decode()
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+E2E_NICS = (("mlx5_0", 0x19, 400_000, 1, 0.0), ("mlx5_1", 0x2b, 400_000, 1, 0.0))  # GPU bus + 1
+
+
+def topology_xml(host: int) -> str:
+    """Each NIC under the PCI switch of one GPU, as on an HGX board: the
+    placement that gives GPU Direct RDMA."""
+    cfg = default_platform(host, 2)
+    switches = []
+    for gpu, (name, bus, speed, port, _) in zip(cfg.gpus, E2E_NICS):
+        d = gpu.bus_id.domain
+        link = 'link_speed="32.0 GT/s PCIe" link_width="16"'
+        switches.append(
+            f'<pci busid="{d:04x}:{gpu.bus_id.bus - 1:02x}:00.0" class="0x060400" vendor="0x1000" '
+            f'device="0xc030" subsystem_vendor="0x1000" subsystem_device="0xa064" {link}>'
+            f'<pci busid="{gpu.bus_id}" class="0x030200" vendor="0x10de" device="0x2330" '
+            f'subsystem_vendor="0x10de" subsystem_device="0x16c1" {link}/>'
+            f'<pci busid="{PciAddress(d, bus)}" class="0x020000" vendor="0x15b3" device="0x1021" '
+            f'subsystem_vendor="0x15b3" subsystem_device="0x0023" {link}><nic>'
+            f'<net name="{name}" dev="{len(switches)}" speed="{speed}" port="{port}" latency="0" '
+            f'guid="{default_nic_guid(host, len(switches)):#x}" maxconn="65536" gdr="1"/></nic></pci></pci>')
+    return ('<system version="1"><cpu numaid="0" affinity="ffffffff" arch="x86_64" '
+            'vendor="GenuineIntel" familyid="6" modelid="143">' + "".join(switches) + "</cpu></system>")
+
+
+def run_two_hosts(build, plugin: Path, mpiexec: Path, env: dict[str, str], tmp_path: Path,
+                  topology: bool) -> tuple[str, str]:
+    """2 hosts x 2 GPUs, one process per GPU, init and destroy (cross-host
+    collectives need device emulation). Returns (probe stdout, NCCL logs)."""
+    import ncclsim
+    from ncclsim.paths import cudart_lib_dir
+
+    env = {**env, "NCCL_NET_PLUGIN": str(plugin), "NCCL_NET": "ncclsim",
+           "NCCL_SOCKET_IFNAME": "lo", "NCCL_RUNTIME_CONNECT": "0", "NCCL_DEBUG": "INFO",
+           "NCCL_DEBUG_FILE": str(tmp_path / "nccl.%h.%p.log"),
+           "LD_LIBRARY_PATH": ":".join(map(str, (plugin.parent, build.lib_dir, cudart_lib_dir()))),
+           "PYTHONPATH": str(Path(ncclsim.__file__).resolve().parent.parent)}
+    argv = [str(mpiexec)]
+    for h in (0, 1):
+        per_host = ["-env", "NCCL_HOSTID", f"ncclsim-h{h}", "-env", "NCCLSIM_PLATFORM",
+                    str(platform_with_nics(tmp_path / f"p{h}.conf", host=h, nics=E2E_NICS))]
+        if topology:
+            (tmp_path / f"topo{h}.xml").write_text(topology_xml(h))
+            per_host += ["-env", "NCCL_TOPO_FILE", str(tmp_path / f"topo{h}.xml")]
+        argv += ["-n", "2", *per_host, sys.executable, "-m", "ncclsim.probe"] + ([":"] if h == 0 else [])
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
+    logs = sorted(tmp_path.glob("nccl.*.log"))
+    text = "\n".join(log.read_text() for log in logs)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:] + text[-3000:]
+    assert len(logs) == 4
+    assert len(re.findall(r"NET/ncclsim : Using \[0\]mlx5_0:1/\S+ \[1\]mlx5_1:1/", text)) == 4
+    assert len(re.findall(r"rank \d nRanks 4 nNodes 2 ", text)) == 4
+    assert len(re.findall(r"Init COMPLETE", text)) == 4
+    assert "destroyed 1 communicator(s)" in proc.stdout
+    return proc.stdout, text
+
+
+NET_CHANNEL = re.compile(r"(\d+)\[\d\] -> (\d+)\[\d\] \[(send|receive)\] via NET/ncclsim/(\d)(\S*)")
+
+
+@pytest.mark.parametrize("nccl", ["installed", "2.21.5"])
+def test_nccl_connects_two_hosts_through_the_plugin(nccl: str, nccl_build, plugin: Path,
+                                                    mpiexec: Path, clean_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    _, text = run_two_hosts(nccl_build(nccl), plugin, mpiexec, clean_env, tmp_path, topology=False)
+    if nccl == "installed":  # 2.32 tries v12 first; 2.21 tries v8 first and logs nothing for it
+        assert text.count("NET/Plugin: Loaded net plugin ncclsim (v12)") == 4
+    else:
+        assert text.count(f"NET/Plugin: Plugin name set by env to {plugin}") >= 4
+    # Every rank has channels to the other host over the plugin, both ways.
+    net = NET_CHANNEL.findall(text)
+    assert {kind for _, _, kind, _, _ in net} == {"send", "receive"}
+    assert {int(src) // 2 != int(dst) // 2 for src, dst, *_ in net} == {True}
+
+
+def test_nccl_uses_gpu_direct_rdma_when_the_nic_sits_by_the_gpu(nccl_build, plugin: Path,
+                                                                 mpiexec: Path,
+                                                                 clean_env: dict[str, str],
+                                                                 tmp_path: Path) -> None:
+    _, text = run_two_hosts(nccl_build("installed"), plugin, mpiexec, clean_env, tmp_path,
+                            topology=True)
+    net = NET_CHANNEL.findall(text)
+    assert net and all("/GDRDMA" in extra for *_, extra in net), net
