@@ -8,6 +8,7 @@ nvidia-cuda-runtime-cu12 wheel (build-system requires).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,13 @@ class BuildPyWithFakeCuda(build_py):
             cmd += ["--only", only]
         self.announce(f"building fake_cuda: {' '.join(cmd)}", level=2)
         subprocess.run(cmd, check=True)
+        # Cluster presets live in topologies/ at the top of the source tree;
+        # installed, ncclsim.cluster.presets finds them in ncclsim/topologies.
+        if not editable:
+            presets = Path(self.build_lib) / "ncclsim" / "topologies"
+            presets.mkdir(parents=True, exist_ok=True)
+            for f in sorted((ROOT / "topologies").glob("*.yaml")):
+                shutil.copy2(f, presets / f.name)
 
 
 class BinaryDistribution(Distribution):

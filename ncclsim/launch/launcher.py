@@ -19,10 +19,10 @@ from ncclsim import NcclsimError
 from ncclsim.paths import nccl_lib_dir
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import summary_text
-from ncclsim.platform.config import default_platform, write_platform
+from ncclsim.cluster.artifacts import write_host_artifacts
+from ncclsim.cluster.build import build_cluster
 
 SCHEMA_VERSION = 1
-DEFAULT_GPUS = 8
 
 
 def mpiexec() -> Path:
@@ -30,14 +30,6 @@ def mpiexec() -> Path:
     if not exe.exists():
         raise LaunchError(f"{exe} is missing: install the `mpich` wheel in this environment")
     return exe
-
-
-def write_hosts(opts: LaunchOptions, run: rundir.RunDir) -> int:
-    """Per-host artefacts; returns the GPUs per host."""
-    gpus = opts.gpus or DEFAULT_GPUS
-    for h in range(opts.hosts):
-        write_platform(default_platform(h, gpus), run.host(h) / "platform.conf")
-    return gpus
 
 
 def _describe_failure(run: rundir.RunDir, outcome: Outcome) -> list[str]:
@@ -82,7 +74,8 @@ def _ranges(ranks: list[int]) -> str:
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
            err: TextIO = sys.stderr) -> int:
     opts.check()
-    gpus = opts.gpus or DEFAULT_GPUS
+    cluster = build_cluster(opts.preset, opts.hosts, opts.gpus, opts.nics)
+    gpus = len(cluster.hosts[0].gpus)
     if gpus % opts.gpus_per_process:
         raise LaunchError(f"--gpus-per-process {opts.gpus_per_process} does not divide the "
                           f"{gpus} GPUs of a host")
@@ -94,7 +87,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     nccl_lib = nccl_lib_dir()
 
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
-    write_hosts(opts, run)
+    write_host_artifacts(cluster, run.root)
     script = rank_script.write(run, per_host)
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib)
@@ -104,6 +97,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     outcome = supervise([str(exe), "-n", str(nranks), str(script), *command], env, run, run_id,
                         nranks, per_host, opts.timeout, out, err)
     doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
+           "preset": cluster.preset,
            "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
            "gpus_per_process": opts.gpus_per_process, "nranks": nranks, "command": list(command),
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},

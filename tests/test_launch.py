@@ -1,0 +1,168 @@
+"""`ncclsim launch`: simulated hosts over real MPI, with real NCCL."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+def _launch(run_cli, run_dir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    return run_cli("launch", "--run-dir", str(run_dir), *args)
+
+
+def _report(run_cli, run_dir: Path) -> dict:
+    proc = run_cli("report", str(run_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _run_processes(run_id: str) -> list[int]:
+    """Processes still carrying the run's id: there must be none after launch returns."""
+    needle = f"NCCLSIM_RUN_ID={run_id}".encode()
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "environ").read_bytes().split(b"\0"):
+                    alive.append(int(entry.name))
+            except OSError:
+                pass
+    return alive
+
+
+def _shm() -> set[str]:
+    return {p.name for p in Path("/dev/shm").iterdir()}
+
+
+def _check_cycle(order: list[int], n: int) -> None:
+    assert sorted(order) == list(range(n)), order
+
+
+def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shm = _shm()
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "16/16 ranks initialised" in proc.stderr
+    launch = json.loads((run / "launch.json").read_text())
+    assert launch["nranks"] == 16 and launch["initialised"] == 16
+    assert all(r["status"] == 0 for r in launch["ranks"])
+    report = _report(run_cli, run)
+    assert report["nranks"] == 16 and report["nnodes"] == 2 and report["local_ranks"] == 8
+    assert report["rings"], "no rings in the report"
+    for order in report["rings"].values():
+        _check_cycle(order, 16)
+    for tree in report["trees"].values():
+        assert sorted(int(r) for r in tree) == list(range(16))
+    assert _run_processes(launch["run_id"]) == []
+    assert _shm() <= shm
+
+
+def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8", "--gpus-per-process", "8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    launch = json.loads((run / "launch.json").read_text())
+    assert launch["nranks"] == 2  # processes
+    report = _report(run_cli, run)
+    assert report["nranks"] == 16 and report["nnodes"] == 2
+    for order in report["rings"].values():
+        _check_cycle(order, 16)
+
+
+def test_user_mpi_program_picks_gpu_by_hostname(run_cli, tmp_path: Path) -> None:
+    exe = tmp_path / "mpi_hostname_rank"
+    inc = [f"-I{b / p / 'include'}" for b in nvidia_package_dirs() for p in ("nccl", "cuda_runtime", "cuda_nvcc")
+           if (b / p / "include").is_dir()]
+    subprocess.run([str(Path(sys.executable).parent / "mpicc"), "-Wall", "-Werror",
+                    "-D__CUDA_FP16_H__", "-D__CUDA_BF16_H__", "-o", str(exe),
+                    str(PROGRAMS / "mpi_hostname_rank.c"), *inc, f"-L{nccl_lib_dir()}",
+                    f"-L{cudart_lib_dir()}", "-l:libnccl.so.2", "-l:libcudart.so.12"], check=True)
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "4", "--", str(exe))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in range(8):
+        line = (run / "ranks" / str(rank) / "stdout").read_text().strip()
+        m = re.fullmatch(r"rank (\d+) host (\S+) local rank (\d+) device (\d+) bus (\S+)", line)
+        assert m, line
+        host, local = rank // 4, rank % 4
+        assert m.group(2) == f"ncclsim-h{host}" and int(m.group(3)) == local == int(m.group(4))
+
+
+def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "4", "--gpus", "8")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((run / "launch.json").read_text())["initialised"] == 32
+    assert _report(run_cli, run)["nnodes"] == 4
+
+
+# ---- failures: a clear message, a non-zero exit, nothing left behind ----
+
+def _assert_clean(run: Path, shm_before: set[str]) -> None:
+    launch = json.loads((run / "launch.json").read_text())
+    assert _run_processes(launch["run_id"]) == []
+    assert _shm() <= shm_before
+
+
+def test_a_failing_rank_is_named(run_cli, tmp_path: Path) -> None:
+    run, shm = tmp_path / "run", _shm()
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--", "sh", "-c",
+                   'if [ "$PMI_RANK" = 3 ]; then echo "disk on fire" >&2; exit 7; fi; sleep 60')
+    assert proc.returncode == 7
+    assert re.search(r"rank 3 \(host 1\) exited with status 7: disk on fire; logs: \S+/ranks/3/stderr",
+                     proc.stderr), proc.stderr
+    assert "sleep" not in proc.stderr
+    _assert_clean(run, shm)
+
+
+def test_a_crashing_rank_is_named(run_cli, tmp_path: Path) -> None:
+    run, shm = tmp_path / "run", _shm()
+    proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--", "sh", "-c",
+                   'if [ "$PMI_RANK" = 1 ]; then kill -SEGV $$; fi; sleep 60')
+    assert proc.returncode == 128 + 11
+    assert "rank 1 (host 0) was killed by signal 11" in proc.stderr, proc.stderr
+    _assert_clean(run, shm)
+
+
+def test_a_hang_times_out(run_cli, tmp_path: Path) -> None:
+    run, shm = tmp_path / "run", _shm()
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "2", "--",
+                   "sh", "-c", 'if [ "$PMI_RANK" = 1 ]; then sleep 300; fi')
+    assert proc.returncode == 124
+    assert "timed out: rank(s) 1 still running were stopped" in proc.stderr, proc.stderr
+    _assert_clean(run, shm)
+
+
+def test_cross_host_collectives_say_so(run_cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "120", "--",
+                   sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce")
+    assert proc.returncode == 1, proc.stderr
+    assert "not simulated yet" in (run / "ranks" / "0" / "stderr").read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--hosts", "0"], "--hosts must be 1.."),
+    (["--gpus", "0"], "--gpus must be at least 1"),
+    (["--preset", "no-such-preset"], "no-such-preset"),
+    (["--"], "missing command"),
+    (["--", "/no/such/program"], "command not found: /no/such/program"),
+    (["--gpus", "8", "--gpus-per-process", "3"], "does not divide"),
+])
+def test_bad_arguments(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not run.exists() or not any(run.iterdir())
