@@ -52,7 +52,7 @@ def resolve_command(name: str) -> str:
             raise LaunchError(f"command not found: {name}")
         if p.is_dir() or not os.access(p, os.X_OK):
             raise LaunchError(f"command is not an executable file: {name}")
-        return str(p.resolve())
+        return os.path.abspath(p)  # not resolve(): a venv's python is a symlink that must stay one
     found = shutil.which(name)
     if not found:
         raise LaunchError(f"command not found on PATH: {name}")
