@@ -56,10 +56,10 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def run_cli(ncclsim_exe: Path, clean_env: dict[str, str], tmp_path: Path) -> RunCli:
     """Run `ncclsim ARGS...` outside the source tree; returns the CompletedProcess."""
-    def run(*args: str, env: Optional[Mapping[str, str]] = None,
+    def run(*args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 120,
             ) -> subprocess.CompletedProcess[str]:
         return subprocess.run([str(ncclsim_exe), *args], cwd=tmp_path, text=True,
-                              capture_output=True, env={**clean_env, **(env or {})}, timeout=120)
+                              capture_output=True, env={**clean_env, **(env or {})}, timeout=timeout)
     return run
 
 

@@ -16,7 +16,7 @@ PROGRAMS = Path(__file__).parent / "programs"
 
 
 def _launch(run_cli, run_dir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return run_cli("launch", "--run-dir", str(run_dir), *args)
+    return run_cli("launch", "--run-dir", str(run_dir), *args, timeout=timeout)
 
 
 def _report(run_cli, run_dir: Path) -> dict:
@@ -63,8 +63,29 @@ def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
         _check_cycle(order, 16)
     for tree in report["trees"].values():
         assert sorted(int(r) for r in tree) == list(range(16))
+    # NCCL's own view of host 0: the preset's 8 GPUs with 18 NVLinks each, 8 NICs at 400 Gb/s ...
+    topo = report["topology"]
+    assert [g["dev"] for g in topo["gpus"]] == list(range(8)) and topo["nvlinks"] == 8 * 18
+    assert [(n["name"], n["speed"]) for n in topo["nics"]] == [(f"mlx5_{i}", 400000) for i in range(8)]
+    _check_nic_beside_gpu(run / "topo-dump.xml")
+    # ... and between hosts each GPU uses the NIC beside it, with GPU Direct RDMA.
+    net = [c for c in report["connections"] if c["transport"].startswith("NET/")]
+    assert net and {c["transport"] for c in net} == {"NET/ncclsim/GDRDMA"}
+    for c in net:
+        assert int(c["via"].split("/")[2]) == c["from"] % 8 == c["to"] % 8, c
+    assert report["transports"]["intra_host"] == ["P2P/CUMEM"]
     assert _run_processes(launch["run_id"]) == []
     assert _shm() <= shm
+
+
+def _check_nic_beside_gpu(dump: Path) -> None:
+    """In NCCL's topology dump, GPU i and NIC mlx5_i share a PCI switch."""
+    from lxml import etree
+    root = etree.parse(str(dump)).getroot()
+    for gpu in root.iter("gpu"):
+        switch = gpu.getparent().getparent()
+        nets = [n.get("name") for n in switch.iter("net")]
+        assert nets == [f"mlx5_{gpu.get('dev')}"], (gpu.get("dev"), nets)
 
 
 def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
