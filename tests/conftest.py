@@ -76,6 +76,7 @@ def sim_env(clean_env: dict[str, str], tmp_path: Path, lib_dir: Path) -> SimEnv:
     NVIDIA's runtime."""
     from ncclsim.paths import cudart_lib_dir, nccl_lib_dir
     from ncclsim.platform.config import default_platform, write_platform
+    from ncclsim.platform.env import with_host_preload
 
     def make(gpus: int = 8, model: str = "h100", host: int = 0,
              nccl_lib: Optional[Path] = None) -> dict[str, str]:
@@ -83,7 +84,8 @@ def sim_env(clean_env: dict[str, str], tmp_path: Path, lib_dir: Path) -> SimEnv:
         write_platform(default_platform(host, gpus, model), path)
         libs = [lib_dir, nccl_lib or nccl_lib_dir(), cudart_lib_dir()]
         return {**clean_env, "NCCLSIM_PLATFORM": str(path), "NCCL_HOSTID": f"ncclsim-h{host}",
-                "LD_LIBRARY_PATH": ":".join(map(str, libs))}
+                "LD_LIBRARY_PATH": ":".join(map(str, libs)),
+                "LD_PRELOAD": with_host_preload(clean_env.get("LD_PRELOAD", ""))}
     return make
 
 

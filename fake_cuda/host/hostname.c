@@ -1,4 +1,4 @@
-/* libncclsim-host.so, preloaded into every rank of a simulated host: the
+/* Part of libncclsim-host.so, preloaded into every rank of a simulated host: the
  * program sees the simulated host's name (NCCLSIM_HOSTNAME) from
  * gethostname() and uname(), so programs that derive their local rank from
  * the hostname (nccl-tests, torchrun) find their host's GPUs. Preloading,

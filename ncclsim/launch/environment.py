@@ -7,10 +7,9 @@ from typing import Mapping
 
 from ncclsim.launch.rundir import RunDir
 from ncclsim.paths import cudart_lib_dir, lib_dir
-from ncclsim.platform.env import UNSET_VARIABLES, prepend_paths
+from ncclsim.platform.env import UNSET_VARIABLES, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
-HOST_PRELOAD = "libncclsim-host.so"
 
 # NCCL's log subsystems the report reads: rings/trees (INIT, GRAPH), connections
 # (P2P, SHM, NET), algorithm choices (TUNING), settings (ENV).
@@ -36,9 +35,7 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         "NCCL_TOPO_DUMP_FILE": str(run.topo_dump),
         "NCCL_GRAPH_DUMP_FILE": str(run.graph_dump),
     })
-    preload = sim / HOST_PRELOAD
-    if preload.exists():
-        env["LD_PRELOAD"] = " ".join(p for p in (str(preload), base.get("LD_PRELOAD", "")) if p)
+    env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
     plugin = sim / NET_PLUGIN
     if plugin.exists():
         env["NCCL_NET_PLUGIN"] = str(plugin)

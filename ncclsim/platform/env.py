@@ -63,6 +63,18 @@ def prepend_paths(first: list[Path], existing: str) -> str:
     return ":".join(ours + rest)
 
 
+HOST_PRELOAD = "libncclsim-host.so"
+
+
+def with_host_preload(existing: str) -> str:
+    """LD_PRELOAD with ncclsim's host library first: the simulated hostname
+    (when NCCLSIM_HOSTNAME is set) and NCCL's socket polling yielding the CPU
+    (fake_cuda/host/)."""
+    ours = str(lib_dir() / HOST_PRELOAD)
+    rest = [p for p in existing.replace(":", " ").split() if p != ours]
+    return " ".join([ours, *rest])
+
+
 def simulation_env(opts: SimOptions, environ: Mapping[str, str],
                    catalog: Optional[GpuCatalog] = None) -> SimEnvironment:
     """Write the host's platform file and compute the variables that select it."""
@@ -76,6 +88,7 @@ def simulation_env(opts: SimOptions, environ: Mapping[str, str],
         "LD_LIBRARY_PATH": prepend_paths(libs, environ.get("LD_LIBRARY_PATH", "")),
         "NCCLSIM_PLATFORM": str(path),
         "NCCL_HOSTID": nccl_host_id(opts.host),
+        "LD_PRELOAD": with_host_preload(environ.get("LD_PRELOAD", "")),
     }
     return SimEnvironment(variables, UNSET_VARIABLES, cfg, path)
 
