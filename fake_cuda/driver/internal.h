@@ -96,6 +96,7 @@ typedef struct fc_alloc {
     int fd;            /* memfd backing it, -1 when none (registered host memory) */
     unsigned flags;    /* host alloc flags */
     void *handle;      /* VMM: the fc_vmm_handle mapped here */
+    size_t offset;     /* VMM: where the mapping starts in the handle's memory */
     unsigned long long buffer_id;
     bool counted;      /* counts against its device's capacity */
     CUmemoryPool pool; /* allocated from this pool (cuMemAllocFromPoolAsync) */
@@ -109,6 +110,10 @@ bool fc_registry_find(uintptr_t addr, fc_alloc *out); /* range containing addr *
 bool fc_registry_remove(uintptr_t base, fc_alloc *out);
 /* Any registered range overlapping [base, base+size)? */
 bool fc_registry_overlaps(uintptr_t base, size_t size);
+/* The memfd behind [addr, addr+len) and the offset of addr in it, when the
+ * whole range is in one allocation backed by one (false otherwise). */
+bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
+int fc_vmm_handle_fd(void *handle);
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
 void fc_mem_unreserve(CUdevice dev, size_t size);

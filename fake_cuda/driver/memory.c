@@ -85,6 +85,15 @@ bool fc_registry_remove(uintptr_t base, fc_alloc *out)
     return found;
 }
 
+bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset)
+{
+    fc_alloc a;
+    if (!fc_registry_find(addr, &a) || addr + len > a.base + a.size) return false;
+    *fd = a.handle ? fc_vmm_handle_fd(a.handle) : a.fd;
+    *offset = a.offset + (addr - a.base);
+    return *fd >= 0;
+}
+
 /* ---- backing memory ---- */
 
 int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, void **addr_out)

@@ -54,6 +54,8 @@ static fc_vmm_handle *handle_new(int fd, size_t size, const CUmemAllocationProp 
     return v;
 }
 
+int fc_vmm_handle_fd(void *handle) { return ((fc_vmm_handle *)handle)->fd; }
+
 /* ---- address reservations ---- */
 
 /* Reserved ranges, so that cuMemMap only maps where the caller reserved. */
@@ -189,7 +191,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     atomic_fetch_add(&v->refs, 1);
     bool host = v->prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE;
     fc_alloc a = {.base = ptr, .size = size, .kind = host ? FC_MEM_HOST_ALLOC : FC_MEM_VMM_MAPPED,
-                  .device = host ? 0 : v->prop.location.id, .fd = -1, .handle = v};
+                  .device = host ? 0 : v->prop.location.id, .fd = -1, .handle = v, .offset = offset};
     fc_registry_add(&a);
     API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x%llx\",\"size\":%zu,\"offset\":%zu", (unsigned long long)ptr,
                size, offset);
