@@ -18,7 +18,7 @@ from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.paths import nccl_lib_dir
 from ncclsim.report.build import build_report, write_run_json
-from ncclsim.report.summary import summary_text
+from ncclsim.report.summary import rank_ranges, summary_text
 from ncclsim.cluster.artifacts import write_host_artifacts
 from ncclsim.cluster.build import build_cluster
 
@@ -43,11 +43,11 @@ def _describe_failure(run: rundir.RunDir, outcome: Outcome) -> list[str]:
                      + (f": {last}" if last else "") + f"; logs: {d}/stderr, {d}/nccl.log")
     if outcome.timed_out:
         stuck = [o.rank for o in outcome.ranks if o.status is None]
-        lines.append(f"ncclsim: timed out: rank(s) {_ranges(stuck)} still running were stopped; "
+        lines.append(f"ncclsim: timed out: rank(s) {rank_ranges(stuck)} still running were stopped; "
                      f"logs: {run.root}/ranks/<rank>/")
     elif not bad and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
-        lines.append(f"ncclsim: rank(s) {_ranges(lost)} ended without reporting a status "
+        lines.append(f"ncclsim: rank(s) {rank_ranges(lost)} ended without reporting a status "
                      f"(mpiexec status {outcome.mpiexec_status}); see {run.root}/mpiexec.log")
     return lines
 
@@ -60,15 +60,6 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _ranges(ranks: list[int]) -> str:
-    out, i = [], 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        out.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(out)
 
 
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,

@@ -8,14 +8,13 @@ will report.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from ncclsim import NcclsimError
+from ncclsim.files import write_atomically
 from ncclsim.platform.models import GpuCatalog, GpuModel, load_models
 from ncclsim.platform.pci import PciAddress, PciFormatError, format_uuid, parse_uuid
 
@@ -228,16 +227,7 @@ def write_platform(cfg: PlatformConfig, path: Path, catalog: Optional[GpuCatalog
             return False
     except OSError:
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_atomically(path, text)
     return True
 
 

@@ -8,8 +8,6 @@ CPUID or NVML for devices that do not exist here.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Union
 
@@ -17,6 +15,7 @@ import jinja2
 
 from ncclsim.cluster.model import (
     PCI_CLASS_BRIDGE, PCI_CLASS_GPU, Gpu, Host, Nic, PciSwitch)
+from ncclsim.files import write_atomically
 from ncclsim.topology.validate import validate_topology
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
@@ -66,17 +65,7 @@ class TopologyXmlWriter:
 
     def write(self, host: Host, path: Path, preset: str = "") -> Path:
         """Render and write atomically (a rank may be reading an older copy)."""
-        text = self.render(host, preset)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        write_atomically(path, self.render(host, preset))
         return path
 
 
