@@ -60,6 +60,18 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, started: float,
+            gpus: int, nranks: int, command: tuple[str, ...], outcome: Outcome) -> None:
+    """launch.json: what was launched and how every rank ended (the report includes it)."""
+    doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started, "preset": preset,
+           "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
+           "gpus_per_process": opts.gpus_per_process, "nranks": nranks, "command": list(command),
+           "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
+           "status": outcome.status, "timed_out": outcome.timed_out,
+           "initialised": outcome.initialised,
+           "ranks": [{"rank": o.rank, "host": o.host, "status": o.status} for o in outcome.ranks],
+           "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
+    run.launch_json.write_text(json.dumps(doc, indent=1))
 
 
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
@@ -87,16 +99,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     started = time.time()
     outcome = supervise([str(exe), "-n", str(nranks), str(script), *command], env, run, run_id,
                         nranks, per_host, opts.timeout, out, err)
-    doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started,
-           "preset": cluster.preset,
-           "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
-           "gpus_per_process": opts.gpus_per_process, "nranks": nranks, "command": list(command),
-           "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-           "status": outcome.status, "timed_out": outcome.timed_out,
-           "initialised": outcome.initialised,
-           "ranks": [{"rank": o.rank, "host": o.host, "status": o.status} for o in outcome.ranks],
-           "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
-    run.launch_json.write_text(json.dumps(doc, indent=1))
+    _record(run, opts, cluster.preset, run_id, started, gpus, nranks, command, outcome)
     for line in _describe_failure(run, outcome):
         err.write(line + "\n")
     _print_report(run, out, err)
