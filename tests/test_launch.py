@@ -187,3 +187,14 @@ def test_bad_arguments(run_cli, tmp_path: Path, args: list[str], message: str) -
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not run.exists() or not any(run.iterdir())
+
+
+def test_malformed_preset_names_file_and_line(run_cli, tmp_path: Path) -> None:
+    preset = tmp_path / "broken.yaml"
+    preset.write_text("format: 1\nname: broken\nsockets: [\n")
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--preset", str(preset))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{preset}:4:1: not valid YAML" in lines[0], proc.stderr
+    assert not run.exists()

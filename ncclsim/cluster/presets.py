@@ -130,6 +130,15 @@ def find_preset(name_or_path: str, search: Optional[Sequence[Path]] = None) -> P
         f"or give the path of a {SUFFIX} file")
 
 
+def _yaml_error(path: Path, e: "yaml.YAMLError") -> str:
+    """One line: file:line:column and what the parser expected."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+    what = " ".join(str(getattr(e, "problem", None) or e).split())
+    context = getattr(e, "context", None)
+    return f"{where}: not valid YAML: {what}" + (f" ({' '.join(context.split())})" if context else "")
+
+
 def load_preset(name_or_path: str = DEFAULT_PRESET,
                 search: Optional[Sequence[Path]] = None) -> Preset:
     path = find_preset(name_or_path, search)
@@ -138,7 +147,7 @@ def load_preset(name_or_path: str = DEFAULT_PRESET,
     except OSError as e:
         raise PresetFormatError(f"{path}: cannot read: {e.strerror or e}") from e
     except yaml.YAMLError as e:
-        raise PresetFormatError(f"{path}: not valid YAML: {e}") from e
+        raise PresetFormatError(_yaml_error(path, e)) from e
     return parse_preset(doc, path)
 
 
