@@ -99,17 +99,25 @@ def _graphs(report: Report) -> list[str]:
     return lines
 
 
+MAX_LISTED = 4  # channels shown per structure; run.json has them all
+
+
+def _listed(title: str, groups: list[tuple[str, str]]) -> list[str]:
+    lines = [title] + [f"  channel {chs}: {text}" for chs, text in groups[:MAX_LISTED]]
+    if len(groups) > MAX_LISTED:
+        lines.append(f"  ... {len(groups) - MAX_LISTED} more (all of them: run.json)")
+    return lines
+
+
 def _structure(report: Report) -> list[str]:
     host_of = {r.rank: r.host for r in report.ranks}
     lines = []
     if report.rings:
-        lines.append("Rings, in order (| = next host):")
-        lines += [f"  channel {chs}: {text}" for chs, text in
-                  _grouped({c: _ring_text(r, host_of) for c, r in report.rings.items()})]
+        lines += _listed("Rings, in order (| = next host):",
+                         _grouped({c: _ring_text(r, host_of) for c, r in report.rings.items()}))
     if report.trees:
-        lines.append("Trees, rank(parent>children):")
-        lines += [f"  channel {chs}: {text}" for chs, text in
-                  _grouped({c: _tree_text(n) for c, n in report.trees.items()})]
+        lines += _listed("Trees, rank(parent>children):",
+                         _grouped({c: _tree_text(n) for c, n in report.trees.items()}))
     return lines
 
 
@@ -148,11 +156,11 @@ def _checks(report: Report) -> list[str]:
 
 def _errors(report: Report) -> list[str]:
     if not report.errors:
-        return ["Errors: none"]
+        return ["NCCL warnings: none"]
     groups: dict[str, list] = {}
     for e in report.errors:
         groups.setdefault(e.message, []).append(e)
-    lines = [f"Errors: {len(report.errors)} WARN line(s)"]
+    lines = [f"NCCL warnings: {len(report.errors)} WARN line(s)"]
     for message, items in groups.items():
         ranks = [e.rank for e in items if e.rank is not None]
         where = f"rank{'s' if len(set(ranks)) > 1 else ''} {rank_ranges(ranks)}" if ranks else "rank ?"
