@@ -18,6 +18,7 @@ from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.launch import cli as launch_cli
 from ncclsim.probe import cli as probe_cli
 from ncclsim.report import cli as report_cli
+from ncclsim.topology import cli as topo_cli
 
 SCHEMA_VERSION = 1
 
@@ -165,6 +166,12 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
                                         "built and save it as RUN_DIR/run.json.")
     report_cli.add_arguments(report)
     report.set_defaults(func=lambda args, environ, out, catalog: report_cli.execute(args))
+
+    topo = sub.add_parser("topo", help="generate or validate topology files (presets, NCCL XML)",
+                          description="Cluster topologies as files: per-host NCCL topology XML "
+                                      "and platform files from a preset, and their validation.")
+    topo_cli.add_arguments(topo)
+    topo.set_defaults(func=lambda args, environ, out, catalog: topo_cli.execute(args, out, catalog))
     return parser
 
 

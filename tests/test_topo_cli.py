@@ -1,0 +1,196 @@
+"""`ncclsim topo generate` and `ncclsim topo validate`, through the installed
+console script: the files written, the summaries printed, and one clear line
+with exit status 2 for every bad input."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from ncclsim.platform.config import read_platform
+from ncclsim.topology.validate import validate_topology
+
+RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
+
+TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
+
+
+def _one_error_line(proc: "subprocess.CompletedProcess[str]", fragment: str) -> None:
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert re.search(fragment, lines[0]), lines[0]
+    assert proc.stdout == ""
+
+
+# ---- generate ----
+
+def test_generate_writes_each_hosts_files(run_cli: RunCli, tmp_path: Path) -> None:
+    proc = run_cli("topo", "generate", "--preset", "dgx-a100", "--hosts", "2", "-o", "out")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out"
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
+        "h0/platform.conf", "h0/topo.xml", "h1/platform.conf", "h1/topo.xml"]
+    assert proc.stdout.startswith("dgx-a100: 2 hosts of 8 GPUs (12 NVLinks per GPU), "
+                                  "8 NICs (200 Gb/s), 12 PCI switches, 2 sockets")
+    for i in (0, 1):
+        assert f"out/h{i}/topo.xml" in proc.stdout and f"NCCL_HOSTID=ncclsim-h{i}" in proc.stdout
+        platform = read_platform(out / f"h{i}" / "platform.conf")
+        assert platform.host_index == i and len(platform.gpus) == 8 and len(platform.nics) == 8
+        domain = platform.gpus[0].bus_id.domain
+        validate_topology((out / f"h{i}" / "topo.xml").read_text(), domain=domain)
+    # Two hosts never share a PCI domain (NCCL tells hosts apart by it, too).
+    doms = {read_platform(out / f"h{i}" / "platform.conf").gpus[0].bus_id.domain for i in (0, 1)}
+    assert len(doms) == 2
+
+
+def test_generate_json_summary(run_cli: RunCli, tmp_path: Path) -> None:
+    proc = run_cli("topo", "generate", "--preset", "pcie-l40s", "--gpus", "3", "--nics", "1",
+                   "-o", "out", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema_version"] == 1 and doc["preset"] == "pcie-l40s"
+    (host,) = doc["hosts"]
+    assert (host["gpus"], host["nvlinks_per_gpu"], host["nics"], host["nic_speeds_mbps"]) == (
+        3, [0, 0, 0], 1, [200000])
+    assert host["pci_switches"] == 2  # the socket-0 switches; the others are left empty
+    assert host["env"]["NCCL_TOPO_FILE"] == host["topo_xml"]
+    assert Path(host["topo_xml"]).is_file() and Path(host["platform_conf"]).is_file()
+
+
+def test_generate_from_a_spec_file(run_cli: RunCli, tmp_path: Path) -> None:
+    # A user's own spec: a preset copied and edited; its name follows the file.
+    text = (TOPOLOGIES / "hgx-h100-4nic.yaml").read_text()
+    spec = tmp_path / "my-box.yaml"
+    spec.write_text(text.replace("name: hgx-h100-4nic", "name: my-box").replace(
+        "speed: 400000", "speed: 200000"))
+    proc = run_cli("topo", "generate", "--spec", str(spec), "-o", "out", "--json")
+    assert proc.returncode == 0, proc.stderr
+    (host,) = json.loads(proc.stdout)["hosts"]
+    assert host["nic_speeds_mbps"] == [200000] * 4
+    assert 'name="my-box/ncclsim-h0"' in Path(host["topo_xml"]).read_text()
+
+
+def test_generate_defaults_to_dgx_h100(run_cli: RunCli) -> None:
+    proc = run_cli("topo", "generate", "-o", "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("dgx-h100: 1 host of 8 GPUs (18 NVLinks per GPU)")
+
+
+@pytest.mark.parametrize("args,fragment", [
+    (["--preset", "dgx-a999"], r"unknown preset 'dgx-a999': available presets are dgx-a100, "),
+    (["--preset", "dgx-a100", "--gpus", "9"], r"--gpus 9: preset dgx-a100 has 8 GPUs per host"),
+    (["--preset", "pcie-l40s", "--gpus", "0"], r"--gpus 0: .* choose 1\.\.8"),
+    (["--gpus", "eight"], r"argument --gpus: invalid int value: 'eight'"),
+    (["--preset", "dgx-a100", "--nics", "9"], r"--nics 9: preset dgx-a100 has 8 NICs"),
+    (["--hosts", "0"], r"--hosts 0: a cluster has 1\.\."),
+    (["--spec", "missing.yaml"], r"--spec missing\.yaml: no such file"),
+    (["--preset", "dgx-a100", "--spec", "x.yaml"], r"not allowed with argument --preset"),
+])
+def test_generate_rejects(run_cli: RunCli, tmp_path: Path, args: list[str], fragment: str) -> None:
+    _one_error_line(run_cli("topo", "generate", *args, "-o", "out"), fragment)
+    assert not (tmp_path / "out").exists()
+
+
+def test_generate_needs_an_output_directory(run_cli: RunCli) -> None:
+    _one_error_line(run_cli("topo", "generate", "--preset", "dgx-a100"),
+                    r"required: -o/--output")
+
+
+# ---- validate ----
+
+@pytest.fixture
+def topo_xml(run_cli: RunCli, tmp_path: Path) -> Path:
+    assert run_cli("topo", "generate", "--preset", "dgx-h100", "-o", "gen").returncode == 0
+    return tmp_path / "gen" / "h0" / "topo.xml"
+
+
+def test_validate_accepts_a_topology(run_cli: RunCli, topo_xml: Path) -> None:
+    proc = run_cli("topo", "validate", str(topo_xml))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == (f"ok: {topo_xml}: NCCL topology: 8 GPUs (18 NVLinks per GPU), "
+                           "8 NICs (400 Gb/s), 8 PCI switches, 2 sockets\n")
+    doc = json.loads(run_cli("topo", "validate", "--json", str(topo_xml)).stdout)
+    assert (doc["schema_version"], doc["kind"], doc["gpus"]) == (1, "topology", 8)
+
+
+@pytest.mark.parametrize("preset", ["dgx-a100", "hgx-h100-4nic", "pcie-l40s"])
+def test_validate_accepts_the_presets(run_cli: RunCli, preset: str) -> None:
+    proc = run_cli("topo", "validate", str(TOPOLOGIES / f"{preset}.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"ok: {TOPOLOGIES / preset}.yaml: cluster spec '{preset}'")
+
+
+Edit = Callable[[str], str]
+
+
+def _replace(old: str, new: str) -> Edit:
+    def edit(text: str) -> str:
+        assert old in text, old
+        return text.replace(old, new, 1)
+    return edit
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (_replace("</gpu>", "</gpux>"), r"topo\.xml:\d+: not well-formed XML: .*mismatch"),
+    (_replace(' link_width="16"', ""), r"topo\.xml:4: <pci>: missing link_width"),
+    (_replace('sm="90"', 'sm="ninety"'), r'topo\.xml:\d+: <gpu> sm="ninety": must be'),
+    (_replace('link_speed="32.0 GT/s PCIe"', 'link_speed="Gen5"'),
+     r'topo\.xml:4: <pci> link_speed="Gen5": is not a speed NCCL knows'),
+    (_replace("<system ", "<sytem "), r"topo\.xml:\d+: "),
+    (lambda t: t + "garbage", r"topo\.xml:\d+: NCCL expects '<' here"),
+])
+def test_validate_rejects_a_broken_topology(run_cli: RunCli, topo_xml: Path, edit: Edit,
+                                            fragment: str) -> None:
+    topo_xml.write_text(edit(topo_xml.read_text()))
+    _one_error_line(run_cli("topo", "validate", str(topo_xml)), fragment)
+
+
+@pytest.mark.parametrize("edit,fragment", [
+    (_replace("  - [0x06, 5]", "  - [0x06, five]"),
+     r"dgx-h100\.yaml: gpu_nvlinks\[1\]\[1\]: expected an integer"),
+    (_replace("  speed: 400000", "  speed: fast"),
+     r"dgx-h100\.yaml: sockets\[0\]\.switches\[0\]\.nics\[0\]\.speed: expected an integer"),
+    (_replace("gpu_model: h100", "gpu_model: h900"), r"h900"),
+    (_replace("format: 1", "format: 2"), r"dgx-h100\.yaml: top level: format 2 is not supported"),
+    (_replace("sockets:", "sockets: ["), r"dgx-h100\.yaml:\d+:\d+: not valid YAML"),
+])
+def test_validate_rejects_a_broken_spec(run_cli: RunCli, tmp_path: Path, edit: Edit,
+                                        fragment: str) -> None:
+    spec = tmp_path / "dgx-h100.yaml"
+    spec.write_text(edit((TOPOLOGIES / "dgx-h100.yaml").read_text()))
+    _one_error_line(run_cli("topo", "validate", str(spec)), fragment)
+
+
+def test_validate_rejects_what_is_no_file(run_cli: RunCli, tmp_path: Path) -> None:
+    _one_error_line(run_cli("topo", "validate", "nothing.xml"), r"nothing\.xml: no such file")
+    _one_error_line(run_cli("topo", "validate", str(tmp_path)), r"is a directory")
+    (tmp_path / "binary.xml").write_bytes(b"\x89PNG\r\n\x1a\n\xff\xfe")
+    _one_error_line(run_cli("topo", "validate", "binary.xml"), r"binary\.xml: not UTF-8 text")
+
+
+def test_topo_lists_its_actions(run_cli: RunCli) -> None:
+    proc = run_cli("topo", "--help")
+    assert proc.returncode == 0 and "generate" in proc.stdout and "validate" in proc.stdout
+    _one_error_line(run_cli("topo"), r"required: ACTION")
+
+
+# ---- the documentation's example ----
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "presets.md"
+
+
+def test_the_documented_spec_example_is_valid(run_cli: RunCli, tmp_path: Path) -> None:
+    text = DOCS.read_text()
+    (spec,) = [b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if "format: 1" in b]
+    name = re.search(r"^name: (\S+)", spec, re.M).group(1)  # type: ignore[union-attr]
+    (tmp_path / f"{name}.yaml").write_text(spec)
+    proc = run_cli("topo", "validate", f"{name}.yaml")
+    assert proc.returncode == 0, proc.stderr
+    # The output the docs show, verbatim.
+    assert f"# {proc.stdout.strip()}\n" in text
