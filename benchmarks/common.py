@@ -1,0 +1,212 @@
+"""Shared helpers of the benchmark scripts (not a benchmark itself).
+
+The scripts run from anywhere: they start the probe with the interpreter that
+runs them (`sys.executable`), in the repository root, so `python -m ncclsim`
+imports this source tree, and MPI's `mpiexec` is the one beside that
+interpreter (the venv's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+HOST_PRELOAD = "libncclsim-host.so"  # preloaded by `ncclsim env`, `launch` and `probe`
+
+
+def mpiexec() -> str:
+    """The mpiexec beside the interpreter (the venv's MPICH), else the one on PATH."""
+    beside = Path(PYTHON).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if not found:
+        sys.exit("benchmarks: no mpiexec beside the interpreter nor on PATH")
+    return found
+
+
+def loadavg() -> tuple[float, float, float]:
+    a, b, c = os.getloadavg()
+    return (round(a, 2), round(b, 2), round(c, 2))
+
+
+def machine() -> dict[str, Any]:
+    """What the numbers were measured on."""
+    model = "?"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_kib = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpus": os.cpu_count(), "cpu_model": model,
+            "memory_gib": round(mem_kib / 2**20, 1), "kernel": platform.release(),
+            "python": platform.python_version(), "commit": commit or "?",
+            "loadavg_start": loadavg()}
+
+
+def sim_env(config_dir: Path, gpus: int = 8, lib_dir: Optional[Path] = None,
+            host_preload: bool = True) -> dict[str, str]:
+    """os.environ plus what `ncclsim env` exports (one simulated host of `gpus` H100s).
+
+    lib_dir, when given, goes first on LD_LIBRARY_PATH: a private copy of the
+    built libraries, so that a rebuild of ncclsim/lib during a measurement
+    does not change what is measured; LD_PRELOAD's host library
+    (libncclsim-host.so) is then taken from that copy too.
+
+    host_preload=False removes LD_PRELOAD altogether: the process runs
+    without the product's host library (NCCL's empty socket polls then spin
+    instead of yielding the CPU), to measure what that library changes."""
+    out = subprocess.run([PYTHON, "-m", "ncclsim", "env", "--json", "--gpus", str(gpus),
+                          "--config-dir", str(config_dir)],
+                         cwd=ROOT, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        sys.exit(f"benchmarks: `ncclsim env` failed: {out.stderr.strip()}")
+    data = json.loads(out.stdout)
+    env = dict(os.environ)
+    for k in data.get("unset", []):
+        env.pop(k, None)
+    env.update(data["env"])
+    if lib_dir is not None:
+        env["LD_LIBRARY_PATH"] = f"{lib_dir}:{env['LD_LIBRARY_PATH']}"
+        preload = env.get("LD_PRELOAD", "").split()
+        env["LD_PRELOAD"] = " ".join(str(lib_dir / Path(x).name) if Path(x).name == HOST_PRELOAD else x
+                                     for x in preload)
+    if not host_preload:
+        env.pop("LD_PRELOAD", None)
+    elif HOST_PRELOAD not in env.get("LD_PRELOAD", ""):
+        sys.exit(f"benchmarks: `ncclsim env` did not preload {HOST_PRELOAD}: an older ncclsim?")
+    # Start every measurement from the same state: no tracing, no debug output.
+    for k in ("NCCLSIM_TRACE", "NCCLSIM_LOG", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS"):
+        env.pop(k, None)
+    return env
+
+
+def parse_configs(text: str) -> list[tuple[int, int]]:
+    """"8x1,1x8" -> [(8, 1), (1, 8)]: processes x GPUs per process."""
+    out = []
+    for item in text.split(","):
+        p, sep, g = item.strip().lower().partition("x")
+        if not sep or not p.isdigit() or not g.isdigit() or int(p) < 1 or int(g) < 1:
+            sys.exit(f"benchmarks: not a configuration PROCESSESxGPUS: {item!r}")
+        out.append((int(p), int(g)))
+    return out
+
+
+def probe_command(processes: int, gpus_per_process: int, ops: str, sizes: str,
+                  json_out: Optional[Path] = None) -> list[str]:
+    cmd = [PYTHON, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus_per_process),
+           "--ops", ops, "--sizes", sizes]
+    if json_out is not None:
+        cmd += ["--json", str(json_out)]
+    if processes > 1:
+        cmd = [mpiexec(), "-n", str(processes)] + cmd
+    return cmd
+
+
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot, all CPUs
+    (/proc/stat: user, nice, system, irq, softirq; not idle, iowait, steal)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()
+    except OSError:
+        return float("nan")
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Timed:
+    wall_s: float
+    user_s: float   # CPU time of the child processes (all of them, MPI's included)
+    sys_s: float
+    stdout: str
+    stderr: str
+    others_s: float = float("nan")  # CPU the rest of the machine used meanwhile (other work)
+
+
+def run_timed(cmd: Sequence[str], env: dict[str, str], timeout: float = 600) -> Timed:
+    """Run to completion; wall time and the children's CPU time (getrusage), and
+    the CPU time the rest of the machine used during the run: the machine's busy
+    time (/proc/stat) less the children's and this process's, i.e. other work
+    competing for the CPUs (the load average lags by a minute and counts the
+    previous run's processes)."""
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s0 = resource.getrusage(resource.RUSAGE_SELF)
+    m0 = machine_busy_s()
+    t0 = time.perf_counter()
+    p = subprocess.run(list(cmd), cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t0
+    m1 = machine_busy_s()
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    s1 = resource.getrusage(resource.RUSAGE_SELF)
+    if p.returncode != 0:
+        sys.exit(f"benchmarks: {' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-2000:]}")
+    ours = (r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
+            + s1.ru_utime - s0.ru_utime + s1.ru_stime - s0.ru_stime)
+    return Timed(wall, r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, p.stdout, p.stderr,
+                 max(0.0, (m1 - m0) - ours))
+
+
+def median(values: Iterable[float]) -> float:
+    v = list(values)
+    return statistics.median(v) if v else float("nan")
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table (readable as plain text too)."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    def line(r: Sequence[str]) -> str:
+        return "| " + " | ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) + " |"
+    sep = "|" + "|".join("-" * (w + 1) + (":" if i else "-") for i, w in enumerate(widths)) + "|"
+    return "\n".join([line(cells[0]), sep] + [line(r) for r in cells[1:]])
+
+
+def write_json(path: Optional[Path], data: dict[str, Any]) -> None:
+    if path is not None:
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {path}")
+
+
+def temp_dir(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix=f"ncclsim-bench-{prefix}-")
+
+
+def snapshot_libs(dest: Path) -> Path:
+    """Copy ncclsim/lib to dest (see sim_env's lib_dir)."""
+    src = ROOT / "ncclsim" / "lib"
+    if not (src / "libcuda.so.1").exists():
+        sys.exit(f"benchmarks: {src}/libcuda.so.1 missing: build it first (fake_cuda/build.py --out ncclsim/lib)")
+    dest.mkdir(parents=True, exist_ok=True)
+    for f in src.iterdir():
+        if f.is_file():
+            shutil.copy2(f, dest / f.name)
+    return dest
