@@ -367,7 +367,7 @@ def run_once(c: Config, run_dir: Path, interval: float, timeout: float) -> Run:
     return Run(
         wall_s=round(wall, 3), user_s=round(user, 3), sys_s=round(sys_, 3),
         others_s=round(max(0.0, (m1 - m0) - user - sys_ - mine), 2), load1=load1,
-        launch_seconds=doc["seconds"], initialised=doc["initialised"], processes=doc["nranks"],
+        launch_seconds=doc["seconds"], initialised=doc["initialised"], processes=doc["processes"],
         status=doc["status"],
         nccl_total_s=total0, nccl_parts_s=parts0, nccl_slowest_total_s=slowest,
         rank_processes_sampled=len(sampler.pss),

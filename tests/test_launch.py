@@ -54,7 +54,7 @@ def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "16/16 ranks initialised" in proc.stderr
     launch = json.loads((run / "launch.json").read_text())
-    assert launch["nranks"] == 16 and launch["initialised"] == 16
+    assert launch["processes"] == launch["nccl_ranks"] == launch["initialised"] == 16
     assert all(r["status"] == 0 for r in launch["ranks"])
     report = _report(run_cli, run)
     assert report["nranks"] == 16 and report["nnodes"] == 2 and report["local_ranks"] == 8
@@ -93,7 +93,7 @@ def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8", "--gpus-per-process", "8")
     assert proc.returncode == 0, proc.stderr[-3000:]
     launch = json.loads((run / "launch.json").read_text())
-    assert launch["nranks"] == 2  # processes
+    assert launch["processes"] == 2 and launch["nccl_ranks"] == 16
     report = _report(run_cli, run)
     assert report["nranks"] == 16 and report["nnodes"] == 2
     for order in report["rings"].values():

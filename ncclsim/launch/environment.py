@@ -16,7 +16,12 @@ NET_PLUGIN = "libnccl-net-ncclsim.so"
 DEBUG_SUBSYS = "INIT,GRAPH,ENV,TUNING,NET,P2P,SHM"
 
 
-def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib: Path) -> dict[str, str]:
+def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib: Path,
+                     connect_at_init: bool) -> dict[str, str]:
+    """`connect_at_init`: every channel connects during init, so an init-only run
+    shows every connection (it costs each rank NCCL's proxy buffers: ~70 MB);
+    otherwise NCCL connects what a program uses, when it uses it. A value the
+    user set wins either way."""
     sim = lib_dir()
     env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
     env.update({
@@ -28,13 +33,13 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         "NCCL_IB_DISABLE": "1",
         "NCCL_RAS_ENABLE": "0",
         "NCCL_MNNVL_ENABLE": "0",
-        # Connect every channel at init, so the report sees every connection.
-        "NCCL_RUNTIME_CONNECT": "0",
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS,
         "NCCL_TOPO_DUMP_FILE": str(run.topo_dump),
         "NCCL_GRAPH_DUMP_FILE": str(run.graph_dump),
     })
+    if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
+        env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
     plugin = sim / NET_PLUGIN
     if plugin.exists():

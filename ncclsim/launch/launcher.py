@@ -65,7 +65,8 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
     """launch.json: what was launched and how every rank ended (the report includes it)."""
     doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started, "preset": preset,
            "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
-           "gpus_per_process": opts.gpus_per_process, "nranks": nranks, "command": list(command),
+           "gpus_per_process": opts.gpus_per_process, "processes": nranks,
+           "nccl_ranks": opts.hosts * gpus, "command": list(command),
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
            "status": outcome.status, "timed_out": outcome.timed_out,
            "initialised": outcome.initialised,
@@ -93,17 +94,18 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     write_host_artifacts(cluster, run.root)
     script = rank_script.write(run, per_host)
     run_id = uuid.uuid4().hex[:12]
-    env = rank_environment(environ, run, run_id, nccl_lib)
-    err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s), {nranks} rank process(es); "
-              f"run directory {run.root}\n")
+    env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command)
+    unit = "ranks" if opts.gpus_per_process == 1 else "processes"
+    err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
+              f"{nranks} process(es); run directory {run.root}\n")
     started = time.time()
     outcome = supervise([str(exe), "-n", str(nranks), str(script), *command], env, run, run_id,
-                        nranks, per_host, opts.timeout, out, err)
+                        nranks, per_host, opts.timeout, out, err, unit)
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, command, outcome)
     for line in _describe_failure(run, outcome):
         err.write(line + "\n")
     _print_report(run, out, err)
-    err.write(f"ncclsim: {outcome.initialised}/{nranks} ranks initialised; finished in "
+    err.write(f"ncclsim: {outcome.initialised}/{nranks} {unit} initialised; finished in "
               f"{outcome.seconds:.1f} s with status {outcome.status}\n")
     return outcome.status
 

@@ -77,7 +77,9 @@ class _Progress:
 
 def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
               ranks_per_host: int, timeout: float, out: TextIO = sys.stdout,
-              err: TextIO = sys.stderr) -> Outcome:
+              err: TextIO = sys.stderr, unit: str = "ranks") -> Outcome:
+    """`nranks` processes (MPI ranks); `unit` names them in progress lines
+    ("ranks", or "processes" when each drives several NCCL ranks)."""
     shm_before = cleanup.shm_snapshot()
     start = time.monotonic()
     mpi_log = open(run.root / "mpiexec.log", "wb")
@@ -97,7 +99,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
             n = progress.update()
             if n != shown:
                 shown = n
-                err.write(f"ncclsim: {n}/{nranks} ranks initialised\n")
+                err.write(f"ncclsim: {n}/{nranks} {unit} initialised\n")
                 err.flush()
             if proc.poll() is not None:
                 break
