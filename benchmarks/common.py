@@ -9,6 +9,7 @@ interpreter (the venv's).
 from __future__ import annotations
 
 import json
+import re
 import os
 import platform
 import resource
@@ -210,3 +211,18 @@ def snapshot_libs(dest: Path) -> Path:
         if f.is_file():
             shutil.copy2(f, dest / f.name)
     return dest
+
+KIB = 1024
+
+
+def rollup(pid: int) -> Optional[tuple[int, int]]:
+    """(PSS, RSS) in bytes, None when the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    pss = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
+    rss = re.search(r"^Rss:\s+(\d+) kB", text, re.M)
+    if not pss or not rss:
+        return None
+    return int(pss.group(1)) * KIB, int(rss.group(1)) * KIB

@@ -56,13 +56,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (loadavg, machine, machine_busy_s, median, PYTHON, ROOT, table, temp_dir,  # noqa: E402
-                    write_json)
+from common import (loadavg, machine, machine_busy_s, median, PYTHON, rollup, ROOT, table,  # noqa: E402
+                    temp_dir, write_json)
 
-KIB = 1024
 MB = 1e6
 SUSTAIN = 5
 INIT_RE = re.compile(r"Init timings - ncclCommInitRank: rank (\d+) nranks (\d+) total ([\d.]+) \(([^)]*)\)")
@@ -149,17 +148,6 @@ def _environ(pid: int) -> Optional[list[bytes]]:
         return None
 
 
-def _rollup(pid: int) -> Optional[tuple[int, int]]:
-    """(PSS, RSS) in bytes; None when the process is gone."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    pss = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
-    rss = re.search(r"^Rss:\s+(\d+) kB", text, re.M)
-    if not pss or not rss:
-        return None
-    return int(pss.group(1)) * KIB, int(rss.group(1)) * KIB
 
 
 def _ppid(pid: int) -> int:
@@ -251,7 +239,7 @@ class RunSampler:
         self._scan()
         ranks_total = all_total = alive = 0
         members = list(self.members.items())
-        for (pid, is_rank), r in zip(members, self.pool.map(_rollup, [m[0] for m in members])):
+        for (pid, is_rank), r in zip(members, self.pool.map(rollup, [m[0] for m in members])):
             if r is None:
                 continue
             if is_rank is False and pid not in self.pss:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import time
@@ -40,13 +39,12 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (loadavg, machine, median, parse_configs, probe_command, ROOT, sim_env,  # noqa: E402
-                    snapshot_libs, table, temp_dir, write_json)
+from common import (KIB, loadavg, machine, median, parse_configs, probe_command, rollup, ROOT,  # noqa: E402
+                    sim_env, snapshot_libs, table, temp_dir, write_json)
 
 AIM_MB = 40.0
 SUSTAIN = 5  # samples: a level held this long (250 ms at 50 ms) is not a transient spike
 MB = 1e6
-KIB = 1024
 
 
 def children_map() -> dict[int, list[int]]:
@@ -82,17 +80,6 @@ def is_rank(pid: int) -> bool:
     return b"ncclsim.probe" in argv and not any(b"mpiexec" in a or b"hydra" in a for a in argv[:1])
 
 
-def rollup(pid: int) -> Optional[tuple[int, int]]:
-    """(PSS, RSS) in bytes, None when the process is gone."""
-    try:
-        text = Path(f"/proc/{pid}/smaps_rollup").read_text()
-    except OSError:
-        return None
-    pss = re.search(r"^Pss:\s+(\d+) kB", text, re.M)
-    rss = re.search(r"^Rss:\s+(\d+) kB", text, re.M)
-    if not pss or not rss:
-        return None
-    return int(pss.group(1)) * KIB, int(rss.group(1)) * KIB
 
 
 def category(path: str) -> str:
