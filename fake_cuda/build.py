@@ -29,6 +29,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nccl_layouts.gen_layouts import write_layouts_c  # fake_cuda/ is sys.path[0] when run as a script
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODELS_JSON = ROOT / "ncclsim" / "platform" / "gpu_models.json"
@@ -121,7 +123,8 @@ def build(out: Path, jobs: int, only: set[str] | None = None) -> None:
 
     groups = {
         "common": sorted((HERE / "common").glob("*.c")) + [gen],
-        "driver": sorted((HERE / "driver").glob("*.c")),
+        # NCCL's device-side layouts per release, generated from fake_cuda/nccl_layouts/
+        "driver": sorted((HERE / "driver").glob("*.c")) + [write_layouts_c(objdir)],
         "nvml": sorted((HERE / "nvml").glob("*.c")),
         "net": sorted((HERE / "net").glob("*.c")),
         "host": sorted((HERE / "host").glob("*.c")),

@@ -3,11 +3,13 @@
 #include <string.h>
 
 #include "internal.h"
+#include "nccl_decode.h"
 
 static void run_kernel(void *arg) { (void)arg; }
 
 static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                       unsigned bz, unsigned smem, CUstream h, bool ptds, const char *how)
+                       unsigned bz, unsigned smem, CUstream h, bool ptds, const char *how, void **params,
+                       void **extra)
 {
     if (!fc_valid_function(f)) return CUDA_ERROR_INVALID_HANDLE;
     if (!gx || !gy || !gz || !bx || !by || !bz) return CUDA_ERROR_INVALID_VALUE;
@@ -20,6 +22,8 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (r != CUDA_SUCCESS) return r;
     fc_trace_event("launch", "\"how\":\"%s\",\"kernel\":\"%.300s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,\"stream\":%llu",
                    how, fc_function_name(f), gx, gy, gz, bx, by, bz, smem, s->id);
+    /* NCCL's kernels: decode their work (nccl_decode.c) while the arguments are valid */
+    if (strstr(fc_function_name(f), "ncclDevKernel_")) fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
     char none = 0;
     return fc_stream_enqueue(s, run_kernel, &none, 1, true) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -29,9 +33,8 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
                         CUstream h, void **kernelParams, void **extra)                             \
     {                                                                                              \
-        (void)kernelParams; (void)extra;                                                           \
         REQUIRE_INIT();                                                                            \
-        API_RETURN(launch(f, gx, gy, gz, bx, by, bz, smem, h, ptds, how),                          \
+        API_RETURN(launch(f, gx, gy, gz, bx, by, bz, smem, h, ptds, how, kernelParams, extra),     \
                    "\"kernel\":\"%.200s\"", fc_function_name(f));                                  \
     }
 LAUNCH_KERNEL(cuLaunchKernel, false, "kernel")
@@ -42,15 +45,15 @@ LAUNCH_KERNEL(cuLaunchKernel_ptsz, true, "kernel")
                         unsigned int bx, unsigned int by, unsigned int bz, unsigned int smem,      \
                         CUstream h, void **kernelParams)                                           \
     {                                                                                              \
-        (void)kernelParams;                                                                        \
         REQUIRE_INIT();                                                                            \
-        API_RETURN(launch(f, gx, gy, gz, bx, by, bz, smem, h, ptds, "cooperative"),               \
+        API_RETURN(launch(f, gx, gy, gz, bx, by, bz, smem, h, ptds, "cooperative", kernelParams,   \
+                          NULL),                                                                   \
                    "\"kernel\":\"%.200s\"", fc_function_name(f));                                  \
     }
 LAUNCH_COOP(cuLaunchCooperativeKernel, false)
 LAUNCH_COOP(cuLaunchCooperativeKernel_ptsz, true)
 
-static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, bool ptds)
+static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, bool ptds, void **params, void **extra)
 {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     if (c->numAttrs && !c->attrs) return CUDA_ERROR_INVALID_VALUE;
@@ -63,22 +66,20 @@ static CUresult launch_ex(const CUlaunchConfig *c, CUfunction f, bool ptds)
         }
     }
     return launch(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY, c->blockDimZ,
-                  c->sharedMemBytes, c->hStream, ptds, "ex");
+                  c->sharedMemBytes, c->hStream, ptds, "ex", params, extra);
 }
 
 FC_API CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)
 {
-    (void)kernelParams; (void)extra;
     REQUIRE_INIT();
-    API_RETURN(launch_ex(config, f, false), "\"kernel\":\"%.200s\"", fc_function_name(f));
+    API_RETURN(launch_ex(config, f, false, kernelParams, extra), "\"kernel\":\"%.200s\"", fc_function_name(f));
 }
 
 FC_API CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
                                       void **extra)
 {
-    (void)kernelParams; (void)extra;
     REQUIRE_INIT();
-    API_RETURN(launch_ex(config, f, true), "\"kernel\":\"%.200s\"", fc_function_name(f));
+    API_RETURN(launch_ex(config, f, true, kernelParams, extra), "\"kernel\":\"%.200s\"", fc_function_name(f));
 }
 
 /* ---- occupancy, from the device's per-SM limits ---- */

@@ -1,0 +1,122 @@
+/* Decoding of NCCL kernel launches (ncclDevKernel_*): the argument block, the
+ * work each channel (CUDA block) runs, and from the device communicator the
+ * ring/tree neighbours and the ncclConnInfo of every connection the work uses.
+ * Nothing is executed: this is what the device emulation builds on. */
+#ifndef NCCLSIM_DRIVER_NCCL_DECODE_H
+#define NCCLSIM_DRIVER_NCCL_DECODE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+#include "nccl_layout.h"
+
+/* The hook of launch.c, for a kernel whose name contains "ncclDevKernel_":
+ * decodes what can only be read now (the argument block and the work items,
+ * which NCCL reuses once the launch returns), then queues on `s`, ahead of the
+ * kernel, the step that reads the device communicator in stream order (the
+ * copies that fill it are ordered before the kernel). Never fails the launch:
+ * problems are logged once and traced. */
+void fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                       struct CUstream_st *s, void **kernelParams, void **extra);
+
+/* The NCCL release of this process (NULL when unsupported or not found; the
+ * error line is printed once). Looked up once, at the first NCCL launch. */
+const fc_nccl_release *fc_nccl_release_current(void);
+/* The table entry for an ncclGetVersion code, NULL when not in the table. */
+const fc_nccl_release *fc_nccl_release_find(int code);
+
+/* A field of a structure copied to `base` (absent field: 0). */
+uint64_t fc_nccl_get(const void *base, fc_nccl_field f);
+/* Copy [addr, addr+n) of simulated memory (device or registered host) to dst;
+ * false when any byte lies outside one registered allocation. */
+bool fc_nccl_read(uintptr_t addr, void *dst, size_t n);
+/* Is [addr, addr+n) inside one range of simulated memory? */
+bool fc_nccl_in_sim_memory(uintptr_t addr, size_t n);
+
+typedef struct {
+    uint8_t type; /* FC_NCCL_WORK_* */
+    union {
+        struct { /* Coll and CollReg (the registered-buffer arrays are not kept) */
+            uint8_t channelLo, channelHi, nWarps, direct;
+            bool redOpArgIsPtr, regUsed, netRegUsed, oneNode;
+            uint32_t root;
+            uintptr_t sendbuff, recvbuff;
+            uint64_t countLo, countMid, countHi; /* elements */
+            uint32_t chunkGrainsLo, chunkGrainsMid, chunkGrainsHi;
+            uint64_t collnetCount;
+            uint32_t collnetChunkCount;
+            uint64_t redOpArg;
+        } coll;
+        struct {
+            uintptr_t sendAddr, recvAddr;
+            uint64_t sendBytes, recvBytes;
+            int32_t sendRank, recvRank;
+            uint8_t nP2pChannels, channelBase, nSendChannels, nRecvChannels;
+            uint8_t sendChunkSize_u32fp8, recvChunkSize_u32fp8;
+            bool sendProtoLL, recvProtoLL, sendNetReg, recvNetReg, sendIpcReg, recvIpcReg;
+        } p2p;
+        struct {
+            int32_t ringDepth, chunkSize;
+            uintptr_t sendbuff, recvbuff;
+            uint64_t bytes, bytesDone;
+        } bcast;
+    };
+} fc_nccl_work;
+
+/* What a block runs in one turn of its loop: batches joined by nextExtends. */
+typedef struct {
+    int funcId;
+    const fc_nccl_func *func; /* NULL when funcId is outside the release's list */
+    uint8_t workType;
+    int first_work, nworks; /* in fc_nccl_launch.works */
+} fc_nccl_batch;
+
+typedef struct {
+    int id;                  /* channel: the block's set bit of channelMask */
+    int first_batch, nbatches; /* in fc_nccl_launch.batches, in execution order */
+    /* From the device communicator (fc_nccl_resolve): */
+    uintptr_t dev;   /* its ncclDevChannel */
+    uintptr_t peers; /* ncclDevChannelPeer *[] indexed by rank */
+    int ring_prev, ring_next, ring_index;
+    int tree_up, tree_down[3];
+} fc_nccl_channel;
+
+typedef struct fc_nccl_launch {
+    const fc_nccl_release *rel;
+    char kernel[96]; /* the kernel's name, demangled identifier */
+    unsigned long long stream;
+    unsigned grid, block;
+    unsigned char *args; /* copy of the argument block */
+    size_t args_size;
+    uintptr_t comm, workBuf;
+    uint64_t channelMask;
+    uint32_t workMask;
+    uint8_t storage; /* 0 args, 1 fifo, 2 persistent */
+    int nchannels, nbatches, nworks;
+    fc_nccl_channel *channels;
+    fc_nccl_batch *batches;
+    fc_nccl_work *works;
+    /* fc_nccl_resolve: */
+    bool resolved;
+    int rank, nRanks, node, nNodes, buffSizes[3], p2pChunkSize;
+    int nconns, nconns_bad; /* connections the work uses / not in simulated memory */
+    char error[200];        /* first problem found, "" when none */
+} fc_nccl_launch;
+
+/* Decode the argument block of a launch with `grid` blocks. NULL only when
+ * out of memory; a launch that cannot be decoded has `error` set. */
+fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args, size_t size,
+                                    unsigned grid);
+/* Read the communicator, channels and connections (stream order). */
+void fc_nccl_resolve(fc_nccl_launch *l);
+/* Address of the ncclConnInfo send[connIndex] / recv[connIndex] towards
+ * `peer` on channel c; 0 when unreadable. */
+uintptr_t fc_nccl_conn_addr(const fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bool send,
+                            int connIndex);
+/* The channel's part of a P2P transfer (ncclP2pChannelToPart); part >= nParts: none. */
+int fc_nccl_p2p_part(const fc_nccl_launch *l, int nP2pChannels, int base, int channel);
+void fc_nccl_launch_free(fc_nccl_launch *l);
+
+#endif
