@@ -29,9 +29,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nccl_layouts.gen_layouts import write_layouts_c  # fake_cuda/ is sys.path[0] when run as a script
-
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # run as a script or imported (tests), nccl_layouts/ sits beside it
+from nccl_layouts.gen_layouts import write_layouts_c  # noqa: E402
+
 ROOT = HERE.parent
 MODELS_JSON = ROOT / "ncclsim" / "platform" / "gpu_models.json"
 
