@@ -26,6 +26,14 @@ const char *const fc_nccl_proto_names[] = {FC_NCCL_PROTOS(FC_NCCL_NAME_)};
 
 /* ---- fields and memory ---- */
 
+/* Element i of an int32 array field (buffSizes[3], tree.down[3]). */
+static int i32_element(const void *base, fc_nccl_field array, int i)
+{
+    array.off += i * 4;
+    array.size = 4;
+    return (int)(int32_t)fc_nccl_get(base, array);
+}
+
 uint64_t fc_nccl_get(const void *base, fc_nccl_field f)
 {
     if (f.off < 0 || f.size == 0 || f.size > 8) return 0;
@@ -482,12 +490,7 @@ void fc_nccl_resolve(fc_nccl_launch *l)
     l->nRanks = (int)(int32_t)fc_nccl_get(comm, L->comm_nRanks);
     l->node = (int)(int32_t)fc_nccl_get(comm, L->comm_node);
     l->nNodes = (int)(int32_t)fc_nccl_get(comm, L->comm_nNodes);
-    for (int p = 0; p < 3; p++) {
-        fc_nccl_field f = L->comm_buffSizes;
-        f.off += p * 4;
-        f.size = 4;
-        l->buffSizes[p] = (int)(int32_t)fc_nccl_get(comm, f);
-    }
+    for (int p = 0; p < 3; p++) l->buffSizes[p] = i32_element(comm, L->comm_buffSizes, p);
     l->p2pChunkSize = (int)(int32_t)fc_nccl_get(comm, L->comm_p2pChunkSize);
     uintptr_t chans = l->comm + (uintptr_t)L->commAndChannels_channels.off;
     /* The kernel finds its channel next to the comm; the comm also points at
@@ -509,12 +512,7 @@ void fc_nccl_resolve(fc_nccl_launch *l)
         c->ring_next = (int)(int32_t)fc_nccl_get(chan, L->channel_ring_next);
         c->ring_index = (int)(int32_t)fc_nccl_get(chan, L->channel_ring_index);
         c->tree_up = (int)(int32_t)fc_nccl_get(chan, L->channel_tree_up);
-        for (int d = 0; d < 3; d++) {
-            fc_nccl_field f = L->channel_tree_down;
-            f.off += d * 4;
-            f.size = 4;
-            c->tree_down[d] = (int)(int32_t)fc_nccl_get(chan, f);
-        }
+        for (int d = 0; d < 3; d++) c->tree_down[d] = i32_element(chan, L->channel_tree_down, d);
         for (int b = 0; b < c->nbatches; b++) check_batch_conns(l, c, &l->batches[c->first_batch + b]);
     }
     l->resolved = true;
