@@ -1,5 +1,6 @@
 /* Kernel launches. Device code does not run: a launch is checked like the
- * real driver checks it, recorded (trace), and completes in stream order. */
+ * real driver checks it, recorded (trace), and completes in stream order;
+ * NCCL's own kernels are the exception, emulated on the CPU (nccl_emu.h). */
 #include <string.h>
 
 #include "internal.h"
@@ -22,8 +23,9 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (r != CUDA_SUCCESS) return r;
     fc_trace_event("launch", "\"how\":\"%s\",\"kernel\":\"%.300s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,\"stream\":%llu",
                    how, fc_function_name(f), gx, gy, gz, bx, by, bz, smem, s->id);
-    /* NCCL's kernels: decode their work (nccl_decode.c) while the arguments are valid */
-    if (strstr(fc_function_name(f), "ncclDevKernel_")) fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
+    /* NCCL's kernels are played on the CPU (nccl_emu.h); their work is decoded
+     * now, while the arguments are valid */
+    if (strstr(fc_function_name(f), "ncclDevKernel_")) return fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
     char none = 0;
     return fc_stream_enqueue(s, run_kernel, &none, 1, true) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

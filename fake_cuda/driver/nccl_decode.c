@@ -4,6 +4,7 @@
  * block b runs channel = b-th set bit of channelMask, starts at batch b and
  * follows nextJump; batches with nextExtends are loaded as one. */
 #include "nccl_decode.h"
+#include "nccl_emu.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -157,11 +158,9 @@ static void find_release(void)
     }
     char v[32];
     version_text(release_code, v, sizeof v);
-    /* Once per process. Nothing depends on the decoding yet (the device side is
-     * not emulated), so it is shown from NCCLSIM_LOG=1 and always traced. */
-    FC_LOG(FC_LOG_ERROR, "NCCL %s is not supported by ncclsim's device emulation (supported: NCCL %s to %s); "
-                        "its kernel launches are not decoded and collectives between hosts will not complete",
-                        v, lo, hi);
+    fc_log_fatal_config("NCCL %s is not supported by ncclsim's device emulation (supported: NCCL %s to %s): its "
+                        "kernel launches fail, so collectives return an error (initialisation still works); "
+                        "install a supported release, e.g. pip install nvidia-nccl-cu12==%s", v, lo, hi, hi);
     fc_trace_event("nccl_unsupported", "\"version\":\"%s\",\"supported\":\"%s-%s\"", v, lo, hi);
 }
 
@@ -492,6 +491,7 @@ void fc_nccl_resolve(fc_nccl_launch *l)
     l->nNodes = (int)(int32_t)fc_nccl_get(comm, L->comm_nNodes);
     for (int p = 0; p < 3; p++) l->buffSizes[p] = i32_element(comm, L->comm_buffSizes, p);
     l->p2pChunkSize = (int)(int32_t)fc_nccl_get(comm, L->comm_p2pChunkSize);
+    l->abortFlag = fc_nccl_get(comm, L->comm_abortFlag);
     uintptr_t chans = l->comm + (uintptr_t)L->commAndChannels_channels.off;
     /* The kernel finds its channel next to the comm; the comm also points at
      * it. Agreement is a cheap check that this layout is the right one. */
@@ -511,6 +511,7 @@ void fc_nccl_resolve(fc_nccl_launch *l)
         c->ring_prev = (int)(int32_t)fc_nccl_get(chan, L->channel_ring_prev);
         c->ring_next = (int)(int32_t)fc_nccl_get(chan, L->channel_ring_next);
         c->ring_index = (int)(int32_t)fc_nccl_get(chan, L->channel_ring_index);
+        c->ring_userRanks = fc_nccl_get(chan, L->channel_ring_userRanks);
         c->tree_up = (int)(int32_t)fc_nccl_get(chan, L->channel_tree_up);
         for (int d = 0; d < 3; d++) c->tree_down[d] = i32_element(chan, L->channel_tree_down, d);
         for (int b = 0; b < c->nbatches; b++) check_batch_conns(l, c, &l->batches[c->first_batch + b]);
@@ -653,23 +654,33 @@ static void report(fc_nccl_launch *l)
     if (fc_trace_enabled()) trace_launch(l);
 }
 
-/* In stream order, ahead of the kernel: read the communicator side. */
-static void resolve_op(void *arg)
+/* In stream order, where the kernel runs: read the communicator side, then
+ * play the kernel. A communicator that does not read as the layout says is a
+ * table error the emulation cannot get past: stop rather than hang. */
+static void emulate_op(void *arg)
 {
     fc_nccl_launch *l;
     memcpy(&l, arg, sizeof l);
     fc_nccl_resolve(l);
     report(l);
-    fc_nccl_launch_free(l); /* the emulation (issue 4) will keep it for the kernel */
+    if (!l->resolved || l->nconns_bad) {
+        fc_log_fatal_config("NCCL %s kernel %s on rank %d cannot be emulated: %s", l->rel->version, l->kernel,
+                            l->rank, l->error[0] ? l->error : "unusable connections");
+        abort();
+    }
+    fc_emu_run(l);
+    fc_nccl_launch_free(l);
 }
 
-void fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, struct CUstream_st *s,
-                       void **kernelParams, void **extra)
+static atomic_bool reported_unsupported;
+
+CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, struct CUstream_st *s,
+                           void **kernelParams, void **extra)
 {
     (void)gy;
     (void)gz;
     const fc_nccl_release *rel = fc_nccl_release_current();
-    if (!rel) return; /* said once by fc_nccl_release_current */
+    if (!rel) return CUDA_ERROR_NOT_SUPPORTED; /* said once by fc_nccl_release_current */
     const void *args = NULL;
     size_t size = 0;
     if (extra) { /* what NCCL passes: CU_LAUNCH_PARAM_BUFFER_POINTER/SIZE */
@@ -682,12 +693,27 @@ void fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
         size = KERNEL_PARAM_BYTES;
     }
     fc_nccl_launch *l = fc_nccl_decode_args(rel, args, size, gx);
-    if (!l) return;
+    if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     kernel_ident(fc_function_name(f), l->kernel, sizeof l->kernel);
     l->stream = s->id;
     l->block = bx;
-    if (l->error[0] || !fc_stream_enqueue(s, resolve_op, &l, sizeof l, true)) {
+    char why[200];
+    CUresult r = CUDA_SUCCESS;
+    if (l->error[0]) {
         report(l);
-        fc_nccl_launch_free(l);
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (fc_emu_unsupported(l, why, sizeof why)) {
+        if (!atomic_exchange(&reported_unsupported, true))
+            fc_log_fatal_config("NCCL %s launched %s, which ncclsim's device emulation does not implement; the "
+                                "launch fails (NCCL_ALGO / NCCL_PROTO can steer NCCL to Ring or Tree)",
+                                rel->version, why);
+        if (fc_trace_enabled()) trace_launch(l);
+        r = CUDA_ERROR_NOT_SUPPORTED;
+    } else if (!fc_stream_enqueue(s, emulate_op, &l, sizeof l, false)) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        return CUDA_SUCCESS; /* emulate_op owns l */
     }
+    fc_nccl_launch_free(l);
+    return r;
 }

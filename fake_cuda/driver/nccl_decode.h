@@ -1,7 +1,7 @@
 /* Decoding of NCCL kernel launches (ncclDevKernel_*): the argument block, the
  * work each channel (CUDA block) runs, and from the device communicator the
  * ring/tree neighbours and the ncclConnInfo of every connection the work uses.
- * Nothing is executed: this is what the device emulation builds on. */
+ * The emulation (nccl_emu.h) plays the kernel from what is decoded here. */
 #ifndef NCCLSIM_DRIVER_NCCL_DECODE_H
 #define NCCLSIM_DRIVER_NCCL_DECODE_H
 
@@ -14,12 +14,13 @@
 
 /* The hook of launch.c, for a kernel whose name contains "ncclDevKernel_":
  * decodes what can only be read now (the argument block and the work items,
- * which NCCL reuses once the launch returns), then queues on `s`, ahead of the
- * kernel, the step that reads the device communicator in stream order (the
- * copies that fill it are ordered before the kernel). Never fails the launch:
- * problems are logged once and traced. */
-void fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                       struct CUstream_st *s, void **kernelParams, void **extra);
+ * which NCCL reuses once the launch returns) and queues on `s` the kernel's
+ * emulation (nccl_emu.h), which reads the device communicator in stream
+ * order. A launch the emulation cannot play (an NCCL release outside the
+ * table, work it does not implement) fails with CUDA_ERROR_NOT_SUPPORTED and
+ * one message on stderr, rather than hang later. */
+CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           struct CUstream_st *s, void **kernelParams, void **extra);
 
 /* The NCCL release of this process (NULL when unsupported or not found; the
  * error line is printed once). Looked up once, at the first NCCL launch. */
@@ -80,6 +81,7 @@ typedef struct {
     uintptr_t dev;   /* its ncclDevChannel */
     uintptr_t peers; /* ncclDevChannelPeer *[] indexed by rank */
     int ring_prev, ring_next, ring_index;
+    uintptr_t ring_userRanks; /* int[nRanks]: the ring's ranks starting at this one */
     int tree_up, tree_down[3];
 } fc_nccl_channel;
 
@@ -101,6 +103,7 @@ typedef struct fc_nccl_launch {
     /* fc_nccl_resolve: */
     bool resolved;
     int rank, nRanks, node, nNodes, buffSizes[3], p2pChunkSize;
+    uintptr_t abortFlag; /* uint32_t NCCL sets to stop its kernels */
     int nconns, nconns_bad; /* connections the work uses / not in simulated memory */
     char error[200];        /* first problem found, "" when none */
 } fc_nccl_launch;

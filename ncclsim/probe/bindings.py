@@ -49,6 +49,7 @@ const char *cudaGetErrorString(int error);
 NCCL_FLOAT32 = 7
 NCCL_SUM = 0
 CUDA_STREAM_NON_BLOCKING = 1
+CUDA_MEMCPY_H2D, CUDA_MEMCPY_D2H = 1, 2  # cudaMemcpyKind
 
 
 class ProbeError(NcclsimError):

@@ -14,8 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
-from ncclsim.probe.bindings import (CUDA_STREAM_NON_BLOCKING, NCCL_FLOAT32, NCCL_SUM, Libraries,
-                                    ProbeError)
+from ncclsim.probe import check
+from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
+                                    NCCL_FLOAT32, NCCL_SUM, Libraries, ProbeError)
 
 OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
               "alltoall")
@@ -40,6 +41,7 @@ class ProbeOptions:
     sizes: tuple[int, ...] = (8, 1 << 20)
     gpus_per_process: int = 0  # 0: every GPU the process sees, when alone
     iterations: int = 1
+    check: bool = True  # compare every output with what NCCL must compute
 
 
 @dataclass
@@ -121,6 +123,21 @@ class Rank:
         self.libs.cuda_check(self.libs.cuda.cudaStreamSynchronize(self.stream[0]),
                              f"cudaStreamSynchronize on GPU {self.device}")
 
+    def copy_in(self, data: bytes) -> None:
+        """The input buffer gets `data`; the output is cleared."""
+        self.use()
+        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(self.send[0], data, len(data), CUDA_MEMCPY_H2D),
+                             f"cudaMemcpy to GPU {self.device}")
+        self.libs.cuda_check(self.libs.cuda.cudaMemset(self.recv[0], 0, self.nbytes),
+                             f"cudaMemset on GPU {self.device}")
+
+    def copy_out(self, size: int) -> bytes:
+        self.use()
+        out = self.libs.ffi.new("char[]", size)
+        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(out, self.recv[0], size, CUDA_MEMCPY_D2H),
+                             f"cudaMemcpy from GPU {self.device}")
+        return bytes(self.libs.ffi.buffer(out, size))
+
     def free(self) -> None:
         self.use()
         for buf in (self.send, self.recv):
@@ -129,10 +146,24 @@ class Rank:
         self.libs.cuda.cudaStreamDestroy(self.stream[0])
 
 
+def _elements(size: int) -> int:
+    return max(size // 4, 1)
+
+
+def _check(op: str, r: Rank, size: int, nranks: int) -> None:
+    """Raise when rank r's output of `op` is not what NCCL must compute."""
+    want = check.expected(op, r.rank, nranks, _elements(size))
+    if want is None:
+        return
+    problem = check.first_difference(r.copy_out(len(want)), want)
+    if problem:
+        raise ProbeError(f"{op} of {size} bytes on rank {r.rank}: wrong result: {problem}")
+
+
 def _issue(op: str, r: Rank, size: int, nranks: int) -> None:
     """Enqueue one operation of `size` bytes (nccl-tests' convention) on rank r."""
     nccl, chk = r.libs.nccl, r.libs.nccl_check
-    count = max(size // 4, 1)
+    count = _elements(size)
     c, s, snd, rcv = r.comm[0], r.stream[0], r.send[0], r.recv[0]
     what = f"{op} of {size} bytes on rank {r.rank}"
     if op == "allreduce":
@@ -182,11 +213,6 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     if first + gpp > visible[0]:
         raise ProbeError(f"process {world.rank} needs GPUs {first}..{first + gpp - 1} of its host, "
                          f"which has {visible[0]}")
-    if opts.operations and len(hosts) > 1:
-        raise ProbeError(
-            f"collectives between simulated hosts ({len(hosts)} hosts) are not simulated yet: "
-            "NCCL's network proxy waits for GPU kernels that do not run here, so they would hang. "
-            "Run the probe without operations to initialise and destroy only.")
 
     nranks = world.size * gpp
     uid = libs.ffi.new("ncclUniqueId *")
@@ -195,7 +221,8 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     raw = world.bcast(bytes(libs.ffi.buffer(uid)) if world.rank == 0 else None)
     libs.ffi.memmove(uid, raw, len(raw))
 
-    nbytes = max(opts.sizes) if opts.operations else 0
+    # Room for every operation's output (alltoall rounds its blocks up).
+    nbytes = (_elements(max(opts.sizes)) + nranks) * 4 if opts.operations else 0
     ranks = [Rank(libs, first + i, world.rank * gpp + i, nbytes) for i in range(gpp)]
     t0 = time.perf_counter()
     _grouped(libs, ranks, lambda r: libs.nccl_check(
@@ -206,13 +233,19 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
 
     for op in opts.operations:
         for size in opts.sizes:
+            if opts.check:
+                for r in ranks:
+                    r.copy_in(check.pattern(r.rank, 0, nbytes // 4))
             t = time.perf_counter()
             for _ in range(opts.iterations):
                 _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks), op)
             for r in ranks:
                 r.sync()
             result.operations.append(OpResult(op, size, time.perf_counter() - t))
-            log(f"{op:<14} {size:>12} B  done")
+            if opts.check:
+                for r in ranks:
+                    _check(op, r, size, nranks)
+            log(f"{op:<14} {size:>12} B  {'checked' if opts.check else 'done'}")
 
     t = time.perf_counter()
     for r in ranks:

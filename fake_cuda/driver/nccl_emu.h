@@ -1,0 +1,37 @@
+/* The device side of NCCL, emulated: each NCCL kernel launch is replayed on
+ * the CPU, in its stream, by flows (tasks.h) that run what the kernel's blocks
+ * run — the algorithm of every work item (nccl_algos.c) over the protocol
+ * primitives (nccl_prims.c). The launch completes in its stream when every
+ * flow has, so events and host functions after it wait for its data. */
+#ifndef NCCLSIM_DRIVER_NCCL_EMU_H
+#define NCCLSIM_DRIVER_NCCL_EMU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "nccl_decode.h"
+#include "tasks.h"
+
+struct fc_emu {
+    fc_nccl_launch *l;
+    const fc_nccl_layout *L;
+    fc_sched *sched;
+    volatile uint32_t *abortFlag;
+    char error[300]; /* first failure; a failed emulation stops */
+};
+typedef struct fc_emu fc_emu;
+
+void fc_emu_fail(fc_emu *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline bool fc_emu_failed(const fc_emu *e) { return e->error[0] != 0; }
+
+/* Why the decoded launch cannot be emulated (work the emulation does not
+ * implement), written to why; false when it can. Checked when the kernel is
+ * launched, so that the launch fails instead of hanging later. */
+bool fc_emu_unsupported(const fc_nccl_launch *l, char *why, size_t n);
+/* Replay a resolved launch to its end (in its stream). */
+void fc_emu_run(fc_nccl_launch *l);
+
+/* nccl_algos.c: run one batch of a channel (a CUDA block's turn of its loop). */
+void fc_algo_run_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b);
+
+#endif

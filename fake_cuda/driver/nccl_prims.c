@@ -1,0 +1,425 @@
+/* NCCL's device primitives played on the CPU (see nccl_prims.h). The rules
+ * follow prims_simple.h, prims_ll.h and prims_ll128.h of NCCL 2.30.7; where a
+ * release differs, the difference is a parameter of fc_prims_cfg. */
+#include "nccl_prims.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl_emu.h"
+
+#define NCCL_MODE_OFFSET 1
+/* LL: every NCCL_LL_CLEAN_MASK+1 steps the sender rewrites a whole step of
+ * flags (device.h: 0x7ffffff8, reached after 2^31 steps; kept for fidelity). */
+#define LL_CLEAN_MASK 0x7ffffff8ull
+#define LL_LINE 16           /* union ncclLLFifoLine: data1, flag1, data2, flag2 */
+#define LL128_LINE_WORDS 16  /* NCCL_LL128_LINEELEMS: 15 data words and a flag */
+#define LL128_SLICE_WORDS 256 /* WARP_SIZE * NCCL_LL128_SHMEM_ELEMS_PER_THREAD: what one warp moves */
+#define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
+
+static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+static inline void store_rel(volatile uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* ---- connections ---- */
+
+static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t step)
+{
+    const fc_nccl_layout *L = p->e->L;
+    return c->fifo + (step % (uint64_t)L->NCCL_STEPS) * L->connFifo.size;
+}
+
+static void fifo_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes)
+{
+    if (!c->fifo) return;
+    volatile int64_t *size = (volatile int64_t *)(fifo_entry(p, c, step) + p->e->L->connFifo_size.off);
+    __atomic_store_n(size, bytes, __ATOMIC_RELEASE);
+}
+
+/* The Simple slot of a step: offset mode (the proxy's shared buffers) or
+ * the step's place in the connection's own buffer. */
+static char *simple_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
+{
+    const fc_nccl_layout *L = p->e->L;
+    if (c->fifo) {
+        volatile char *f = fifo_entry(p, c, step);
+        int32_t mode = *(volatile int32_t *)(f + L->connFifo_mode.off);
+        if (mode == NCCL_MODE_OFFSET) return c->buff + *(volatile int32_t *)(f + L->connFifo_offset.off);
+    }
+    size_t stride = (size_t)(c->stepSize / (int)p->esz) * p->esz;
+    return c->buff + (step % (uint64_t)L->NCCL_STEPS) * stride;
+}
+
+static bool load_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
+{
+    fc_emu *e = p->e;
+    const fc_nccl_layout *L = e->L;
+    uintptr_t at = fc_nccl_conn_addr(e->l, ch, peer, send, connIndex);
+    const char *side = send ? "send" : "recv";
+    if (!at || !fc_nccl_in_sim_memory(at, L->conn.size)) {
+        fc_emu_fail(e, "%s: %s connection %d to rank %d is not in simulated memory", p->who, side, connIndex, peer);
+        return false;
+    }
+    const char *ci = (const char *)at;
+    uintptr_t buff = 0, head = 0, tail = 0, fifo = 0;
+    memcpy(&buff, ci + L->conn_buffs.off + (size_t)p->proto * sizeof(void *), sizeof buff);
+    memcpy(&head, ci + L->conn_head.off, sizeof head);
+    memcpy(&tail, ci + L->conn_tail.off, sizeof tail);
+    memcpy(&fifo, ci + L->conn_connFifo.off, sizeof fifo);
+    int32_t stepSize = 0;
+    memcpy(&stepSize, ci + L->conn_stepSize.off, sizeof stepSize);
+    const char *bad = !fc_nccl_in_sim_memory(buff, 1) ? "buffer"
+                    : !fc_nccl_in_sim_memory(head, 8) ? "head"
+                    : !fc_nccl_in_sim_memory(tail, 8) ? "tail"
+                    : fifo && !fc_nccl_in_sim_memory(fifo, (size_t)L->NCCL_STEPS * L->connFifo.size) ? "connFifo"
+                    : NULL;
+    if (bad) {
+        fc_emu_fail(e, "%s: the %s of %s connection %d to rank %d is not in simulated memory", p->who, bad, side,
+                    connIndex, peer);
+        return false;
+    }
+    out->peer = peer;
+    out->buff = (char *)buff;
+    out->head = (volatile uint64_t *)head;
+    out->tail = (volatile uint64_t *)tail;
+    out->fifo = (volatile char *)fifo;
+    out->stepSize = stepSize;
+    out->step = (volatile uint64_t *)(at + (uintptr_t)L->conn_step.off);
+    return true;
+}
+
+bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const char *who,
+                   const fc_prims_cfg *cfg, const int *recvPeers, int nrecvMax, const int *sendPeers, int nsendMax,
+                   uintptr_t input, uintptr_t output, fc_redop op)
+{
+    memset(p, 0, sizeof *p);
+    p->e = e;
+    p->t = t;
+    p->who = who;
+    p->proto = cfg->proto;
+    p->op = op;
+    p->esz = fc_nccl_type_size(op.type);
+    p->slicePerChunk = cfg->slicePerChunk;
+    p->stepPerSlice = cfg->stepPerSlice;
+    p->bufs[FC_BUF_INPUT] = (char *)input;
+    p->bufs[FC_BUF_OUTPUT] = (char *)output;
+    int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
+    p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
+    if (!p->esz) {
+        fc_emu_fail(e, "%s: unknown data type %d", who, op.type);
+        return false;
+    }
+    /* Simple rounds each connection's step up to a whole chunk; a receiver
+     * returns the credit it skipped (loadRecvConn/loadSendConn). */
+    uint64_t round = cfg->proto == FC_NCCL_PROTO_SIMPLE ? (uint64_t)(cfg->slicePerChunk * cfg->stepPerSlice) : 1;
+    for (int i = 0; i < nrecvMax && recvPeers[i] >= 0; i++) {
+        if (!load_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
+        uint64_t s = *p->recv[i].step;
+        p->rstep[i] = (s + round - 1) / round * round;
+        if (cfg->proto == FC_NCCL_PROTO_SIMPLE) store_rel(p->recv[i].head, p->rstep[i]);
+        p->nrecv++;
+    }
+    for (int i = 0; i < nsendMax && sendPeers[i] >= 0; i++) {
+        if (!load_conn(p, ch, sendPeers[i], true, cfg->connIndex, &p->send[i])) return false;
+        uint64_t s = *p->send[i].step;
+        p->sstep[i] = (s + round - 1) / round * round;
+        p->nsend++;
+    }
+    p->ok = true;
+    return true;
+}
+
+void fc_prims_fini(fc_prims *p)
+{
+    if (!p->ok) return;
+    for (int i = 0; i < p->nrecv; i++) *p->recv[i].step = p->rstep[i];
+    for (int i = 0; i < p->nsend; i++) *p->send[i].step = p->sstep[i];
+}
+
+/* ---- waiting ---- */
+
+static bool aborted(const fc_prims *p) { return fc_emu_failed(p->e) || (p->e->abortFlag && *p->e->abortFlag); }
+
+static void describe(fc_prims *p, const char *what, bool send, int i, uint64_t want, uint64_t have)
+{
+    snprintf(p->waiting, sizeof p->waiting, "%s: %s %s rank %d (step %llu, %s %llu)", p->who, what,
+             send ? "to" : "from", send ? p->send[i].peer : p->recv[i].peer, (unsigned long long)want,
+             send ? "head" : "tail", (unsigned long long)have);
+}
+
+/* Block until *ptr + ahead >= want, in the kernel's unsigned 64-bit
+ * arithmetic (a proxy with shared buffers starts the head at -NCCL_STEPS);
+ * false when the kernel is aborted meanwhile. */
+static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, uint64_t want, const char *what,
+                         bool send, int i)
+{
+    uint64_t v = load_acq(ptr);
+    if (v + ahead >= want) return true;
+    describe(p, what, send, i, want, v);
+    while ((v = load_acq(ptr)) + ahead < want) {
+        if (aborted(p)) return false;
+        fc_task_block(p->t, p->waiting);
+    }
+    return true;
+}
+
+static bool wait_recv(fc_prims *p, int i, uint64_t want)
+{
+    return wait_counter(p, p->recv[i].tail, 0, want, "waiting for data", false, i);
+}
+
+/* A sender may run NCCL_STEPS steps ahead of the credit its receiver gave. */
+static bool wait_send(fc_prims *p, int i, uint64_t want)
+{
+    return wait_counter(p, p->send[i].head, (uint64_t)p->e->L->NCCL_STEPS, want, "waiting for credit", true, i);
+}
+
+/* ---- data ---- */
+
+/* The reduction of a primitive: srcs[0] is the user's source when there is
+ * one (the pre-op applies to it when it is the input buffer), then every
+ * receive slot; the result goes to dsts[0] and is copied to the others. */
+static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int ndsts, size_t n, bool pre,
+                    bool post)
+{
+    if (!n || !nsrcs || !ndsts) return;
+    fc_reduce(&p->op, dsts[0], srcs, nsrcs, n, pre, post);
+    for (int i = 1; i < ndsts; i++) memcpy(dsts[i], dsts[0], n * p->esz);
+    fc_task_progress(p->t);
+}
+
+/* ---- Simple (prims_simple.h genericOp) ---- */
+
+static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
+                      int64_t nelem, bool post)
+{
+    int spc = p->slicePerChunk, sps = p->stepPerSlice;
+    if (nelem < 0) nelem = 0;
+    int64_t sliceSize = div_up(nelem, 16 * spc) * 16;
+    int64_t minSlice = (int64_t)p->stepElems * sps / 32;
+    if (sliceSize < minSlice) sliceSize = minSlice;
+    int64_t offset = 0;
+    for (int slice = 0; slice < spc; slice++) {
+        int64_t n = sliceSize < nelem - offset ? sliceSize : nelem - offset;
+        const void *srcs[1 + FC_PRIMS_MAX_PEERS];
+        void *dsts[1 + FC_PRIMS_MAX_PEERS];
+        int nsrcs = 0, ndsts = 0;
+        if (src != FC_BUF_NONE) srcs[nsrcs++] = p->bufs[src] + (srcIx + offset) * (int64_t)p->esz;
+        if (dst != FC_BUF_NONE) dsts[ndsts++] = p->bufs[dst] + (dstIx + offset) * (int64_t)p->esz;
+        if (recv)
+            for (int i = 0; i < p->nrecv; i++) {
+                if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
+                srcs[nsrcs++] = simple_slot(p, &p->recv[i], p->rstep[i]);
+            }
+        if (send)
+            for (int i = 0; i < p->nsend; i++) {
+                if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
+                fifo_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
+                dsts[ndsts++] = simple_slot(p, &p->send[i], p->sstep[i]);
+            }
+        combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
+        if (recv)
+            for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, p->rstep[i] += (uint64_t)sps);
+        if (send)
+            for (int i = 0; i < p->nsend; i++) store_rel(p->send[i].tail, p->sstep[i] += (uint64_t)sps);
+        fc_task_progress(p->t);
+        offset += n;
+    }
+}
+
+/* ---- LL (prims_ll.h LLGenericOp): 8 data bytes per 16-byte line ---- */
+
+typedef struct {
+    volatile uint32_t data1, flag1, data2, flag2;
+} ll_line;
+
+static ll_line *ll_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
+{
+    size_t stepLines = (size_t)p->e->l->buffSizes[FC_NCCL_PROTO_LL] / (size_t)p->e->L->NCCL_STEPS / LL_LINE;
+    return (ll_line *)c->buff + (step % (uint64_t)p->e->L->NCCL_STEPS) * stepLines;
+}
+
+static bool ll_ready(const ll_line *l, uint32_t flag)
+{
+    return __atomic_load_n(&l->flag1, __ATOMIC_ACQUIRE) == flag && __atomic_load_n(&l->flag2, __ATOMIC_ACQUIRE) == flag;
+}
+
+static void ll_store(ll_line *l, uint64_t v, uint32_t flag)
+{
+    l->data1 = (uint32_t)v;
+    l->data2 = (uint32_t)(v >> 32);
+    __atomic_store_n(&l->flag1, flag, __ATOMIC_RELEASE);
+    __atomic_store_n(&l->flag2, flag, __ATOMIC_RELEASE);
+}
+
+static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nlines, uint32_t flag)
+{
+    for (size_t j = 0; j < nlines; j++) {
+        if (ll_ready(&lines[j], flag)) continue;
+        describe(p, "waiting for LL lines", false, i, p->rstep[i], j);
+        while (!ll_ready(&lines[j], flag)) {
+            if (aborted(p)) return false;
+            fc_task_block(p->t, p->waiting);
+        }
+    }
+    return true;
+}
+
+static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
+                  int64_t nelem, bool post)
+{
+    const uint64_t steps = (uint64_t)p->e->L->NCCL_STEPS;
+    size_t stepLines = (size_t)p->e->l->buffSizes[FC_NCCL_PROTO_LL] / steps / LL_LINE;
+    if (nelem < 0) nelem = 0;
+    size_t eltPerLine = 8 / p->esz, nlines = (size_t)div_up(nelem, (int64_t)eltPerLine);
+    if (nlines > stepLines) {
+        fc_emu_fail(p->e, "%s: an LL step of %zu lines exceeds the buffer's %zu", p->who, nlines, stepLines);
+        return;
+    }
+    if (send)
+        for (int i = 0; i < p->nsend; i++) {
+            if (!wait_send(p, i, p->sstep[i] + 1)) return;
+            bool clean = (p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK;
+            fifo_set_size(p, &p->send[i], p->sstep[i], (int64_t)((clean ? stepLines : nlines) * LL_LINE));
+        }
+    /* Lines carry whole 8-byte words: stage everything in word-padded buffers. */
+    size_t bytes = nlines * 8;
+    uint64_t *tmp = calloc(nlines ? nlines * (size_t)(2 + p->nrecv) : 1, 8);
+    if (!tmp) {
+        fc_emu_fail(p->e, "%s: out of memory", p->who);
+        return;
+    }
+    uint64_t *result = tmp, *mine = tmp + nlines;
+    const void *srcs[2 + FC_PRIMS_MAX_PEERS];
+    int nsrcs = 0;
+    if (src != FC_BUF_NONE) {
+        memcpy(mine, p->bufs[src] + srcIx * (int64_t)p->esz, (size_t)nelem * p->esz);
+        srcs[nsrcs++] = mine;
+    }
+    if (recv)
+        for (int i = 0; i < p->nrecv; i++) {
+            ll_line *lines = ll_slot(p, &p->recv[i], p->rstep[i]);
+            uint32_t flag = (uint32_t)(p->rstep[i] + 1);
+            if (!ll_wait_lines(p, i, lines, nlines, flag)) goto out;
+            uint64_t *w = tmp + nlines * (size_t)(2 + i);
+            for (size_t j = 0; j < nlines; j++) w[j] = lines[j].data1 | (uint64_t)lines[j].data2 << 32;
+            srcs[nsrcs++] = w;
+        }
+    /* Padding elements ride along (zero from the source, as received otherwise). */
+    if (nsrcs) fc_reduce(&p->op, result, srcs, nsrcs, bytes / p->esz, src == FC_BUF_INPUT, post);
+    if (send)
+        for (int i = 0; i < p->nsend; i++) {
+            ll_line *lines = ll_slot(p, &p->send[i], p->sstep[i]);
+            uint32_t flag = (uint32_t)(p->sstep[i] + 1);
+            for (size_t j = 0; j < nlines; j++) ll_store(&lines[j], result[j], flag);
+            if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
+                for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
+        }
+    if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
+    if (recv)
+        for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, ++p->rstep[i]);
+    if (send)
+        for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
+    fc_task_progress(p->t);
+out:
+    free(tmp);
+}
+
+/* ---- LL128 (prims_ll128.h GenericOp): 128-byte lines, the last word a flag ---- */
+
+static volatile uint64_t *ll128_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
+{
+    size_t stepWords = (size_t)p->e->l->buffSizes[FC_NCCL_PROTO_LL128] / (size_t)p->e->L->NCCL_STEPS / 8;
+    return (volatile uint64_t *)c->buff + (step % (uint64_t)p->e->L->NCCL_STEPS) * stepWords;
+}
+
+static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_t nlines, uint64_t flag)
+{
+    for (size_t j = 0; j < nlines; j++) {
+        volatile uint64_t *f = &words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1];
+        if (load_acq(f) == flag) continue;
+        describe(p, "waiting for LL128 lines", false, i, p->rstep[i], j);
+        while (load_acq(f) != flag) {
+            if (aborted(p)) return false;
+            fc_task_block(p->t, p->waiting);
+        }
+    }
+    return true;
+}
+
+static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
+                     int64_t nelem, bool post)
+{
+    const uint64_t steps = (uint64_t)p->e->L->NCCL_STEPS;
+    size_t stepWords = (size_t)p->e->l->buffSizes[FC_NCCL_PROTO_LL128] / steps / 8;
+    if (nelem < 0) nelem = 0;
+    int64_t eltPerSlice = LL128_SLICE_DATA_WORDS * 8 / (int64_t)p->esz;
+    size_t nslices = (size_t)div_up(nelem, eltPerSlice);
+    size_t nlines = nslices * (LL128_SLICE_WORDS / LL128_LINE_WORDS), dataWords = nslices * LL128_SLICE_DATA_WORDS;
+    if (nslices * LL128_SLICE_WORDS > stepWords) {
+        fc_emu_fail(p->e, "%s: an LL128 step of %zu words exceeds the buffer's %zu", p->who,
+                    nslices * LL128_SLICE_WORDS, stepWords);
+        return;
+    }
+    if (send)
+        for (int i = 0; i < p->nsend; i++) {
+            if (!wait_send(p, i, p->sstep[i] + 1)) return;
+            fifo_set_size(p, &p->send[i], p->sstep[i], (int64_t)(nslices * LL128_SLICE_WORDS * 8));
+        }
+    uint64_t *tmp = calloc(dataWords ? dataWords * (size_t)(2 + p->nrecv) : 1, 8);
+    if (!tmp) {
+        fc_emu_fail(p->e, "%s: out of memory", p->who);
+        return;
+    }
+    uint64_t *result = tmp, *mine = tmp + dataWords;
+    const void *srcs[2 + FC_PRIMS_MAX_PEERS];
+    int nsrcs = 0;
+    if (src != FC_BUF_NONE) {
+        memcpy(mine, p->bufs[src] + srcIx * (int64_t)p->esz, (size_t)nelem * p->esz);
+        srcs[nsrcs++] = mine;
+    }
+    if (recv)
+        for (int i = 0; i < p->nrecv; i++) {
+            volatile uint64_t *words = ll128_slot(p, &p->recv[i], p->rstep[i]);
+            if (!ll128_wait_lines(p, i, words, nlines, p->rstep[i] + 1)) goto out;
+            uint64_t *w = tmp + dataWords * (size_t)(2 + i);
+            for (size_t j = 0; j < nlines; j++)
+                memcpy(w + j * (LL128_LINE_WORDS - 1), (const void *)(words + j * LL128_LINE_WORDS),
+                       (LL128_LINE_WORDS - 1) * 8);
+            srcs[nsrcs++] = w;
+        }
+    if (nsrcs) fc_reduce(&p->op, result, srcs, nsrcs, dataWords * 8 / p->esz, src == FC_BUF_INPUT, post);
+    if (send)
+        for (int i = 0; i < p->nsend; i++) {
+            volatile uint64_t *words = ll128_slot(p, &p->send[i], p->sstep[i]);
+            uint64_t flag = p->sstep[i] + 1;
+            for (size_t j = 0; j < nlines; j++) {
+                memcpy((void *)(words + j * LL128_LINE_WORDS), result + j * (LL128_LINE_WORDS - 1),
+                       (LL128_LINE_WORDS - 1) * 8);
+                store_rel(&words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1], flag);
+            }
+        }
+    if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
+    if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
+        for (int i = 0; i < p->nsend; i++) {
+            p->sstep[i]++;
+            if (p->send[i].fifo) store_rel(p->send[i].tail, p->sstep[i]);
+        }
+    if (recv)
+        for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, ++p->rstep[i]);
+    fc_task_progress(p->t);
+out:
+    free(tmp);
+}
+
+void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,
+                 bool postOp)
+{
+    if (!p->ok || aborted(p)) return;
+    recv = recv && p->nrecv;
+    send = send && p->nsend;
+    if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
+    else if (p->proto == FC_NCCL_PROTO_LL) ll_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
+    else ll128_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
+}

@@ -1,0 +1,91 @@
+/* NCCL's device primitives (src/device/prims_{simple,ll,ll128}.h), played on
+ * the CPU: the per-connection step protocol (head/tail credits, connFifo
+ * sizes and offsets, LL/LL128 line flags) and the data each step carries.
+ *
+ * A fc_prims is what one group of a kernel's threads builds with
+ * `Primitives<...> prims(...)`: its receive and send connections towards ring
+ * or tree neighbours or a P2P peer. Each operation moves one chunk: it waits
+ * for the step it needs on every connection (blocking its flow, see tasks.h),
+ * reduces the inputs and writes the outputs, then posts the step. The step
+ * counts are those of the real kernel, so NCCL's proxy (network connections)
+ * and the peer's emulated kernel (shared memory and P2P connections) see the
+ * same protocol as on a GPU. */
+#ifndef NCCLSIM_DRIVER_NCCL_PRIMS_H
+#define NCCLSIM_DRIVER_NCCL_PRIMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl_decode.h"
+#include "nccl_reduce.h"
+#include "tasks.h"
+
+#define FC_PRIMS_MAX_PEERS 3 /* NCCL_MAX_TREE_ARITY */
+
+typedef struct fc_emu fc_emu;
+
+/* One ncclConnInfo, as the kernel uses it. */
+typedef struct {
+    int peer;
+    char *buff;                  /* buffs[proto] */
+    volatile uint64_t *head, *tail;
+    int stepSize;                /* bytes between Simple steps (conn->stepSize) */
+    volatile char *fifo;         /* ncclConnFifo[NCCL_STEPS], NULL when none */
+    volatile uint64_t *step;     /* conn->step: where the kernel keeps its step between launches */
+} fc_conn;
+
+enum { FC_BUF_NONE = -1, FC_BUF_INPUT = 0, FC_BUF_OUTPUT = 1 };
+
+typedef struct {
+    fc_emu *e;
+    fc_task *t;
+    const char *who;  /* "rank 3 channel 2 AllReduce RING SIMPLE", for stall reports */
+    int proto;
+    fc_redop op;
+    size_t esz;
+    int slicePerChunk, stepPerSlice; /* Simple */
+    int stepElems;                   /* Simple: elements per step (sliceSize basis) */
+    int nrecv, nsend;
+    fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
+    uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
+    char *bufs[2]; /* user input, output */
+    char waiting[200];
+    bool ok;
+} fc_prims;
+
+typedef struct {
+    int proto;
+    int slicePerChunk, stepPerSlice; /* Simple */
+    int stepBytes;                   /* Simple: bytes per step; 0: buffSizes[SIMPLE] / NCCL_STEPS */
+    int connIndex;
+} fc_prims_cfg;
+
+/* Build: peers lists end at the first negative entry (at most n of them).
+ * False (with the emulation's error set) when a connection is unusable. */
+bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const char *who,
+                   const fc_prims_cfg *cfg, const int *recvPeers, int nrecvMax, const int *sendPeers, int nsendMax,
+                   uintptr_t input, uintptr_t output, fc_redop op);
+/* One primitive call: receive (and reduce) from every receive peer, take the
+ * source (src buffer at srcIx) into the reduction, write the result at dstIx
+ * of dst and to every send peer. Indices and nelem are in elements; a
+ * negative nelem moves nothing but still takes the steps. */
+void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,
+                 bool postOp);
+/* The destructor: the steps reached go back to each connection. */
+void fc_prims_fini(fc_prims *p);
+
+/* NCCL's names for the calls the algorithms make (directX behaves as X
+ * without registered buffers, which the emulation refuses at launch). */
+#define FC_SEND(p, in, n) fc_prims_op((p), false, true, FC_BUF_INPUT, (in), FC_BUF_NONE, 0, (n), false)
+#define FC_SEND_FROM_OUTPUT(p, out, n) fc_prims_op((p), false, true, FC_BUF_OUTPUT, (out), FC_BUF_NONE, 0, (n), false)
+#define FC_RECV(p, out, n, post) fc_prims_op((p), true, false, FC_BUF_NONE, 0, FC_BUF_OUTPUT, (out), (n), (post))
+#define FC_COPY_SEND(p, in, out, n) fc_prims_op((p), false, true, FC_BUF_INPUT, (in), FC_BUF_OUTPUT, (out), (n), false)
+#define FC_RECV_COPY_SEND(p, out, n) fc_prims_op((p), true, true, FC_BUF_NONE, 0, FC_BUF_OUTPUT, (out), (n), false)
+#define FC_RECV_REDUCE_SEND(p, in, n) fc_prims_op((p), true, true, FC_BUF_INPUT, (in), FC_BUF_NONE, 0, (n), false)
+#define FC_RECV_REDUCE_COPY(p, in, out, n, post) \
+    fc_prims_op((p), true, false, FC_BUF_INPUT, (in), FC_BUF_OUTPUT, (out), (n), (post))
+#define FC_RECV_REDUCE_COPY_SEND(p, in, out, n, post) \
+    fc_prims_op((p), true, true, FC_BUF_INPUT, (in), FC_BUF_OUTPUT, (out), (n), (post))
+
+#endif

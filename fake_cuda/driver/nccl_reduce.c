@@ -1,0 +1,325 @@
+/* NCCL's reduction operators on the CPU; see nccl_reduce.h.
+ *
+ * What the device does, per type (reduce_kernel.h, sm_90):
+ *  - integers: unsigned arithmetic that wraps (signed kernels are the
+ *    unsigned ones), MinMax compares (x ^ mask) unsigned;
+ *  - f32: IEEE single without flush to zero; a NaN result is the GPU's one
+ *    quiet NaN, 0x7fffffff. f64: IEEE double (NaN payloads as the host makes them);
+ *  - f16, bf16: __hadd/__hmul, one rounding to nearest even of the exact
+ *    result. Computing in float and rounding once more gives the same value
+ *    (float has more than 2p+2 bits for both), so that is what is done here.
+ *    NaN results are canonical (0x7fff);
+ *  - fp8: converted to half, computed in half, converted back with
+ *    __NV_SATFINITE: overflow *and infinity* become the largest finite value,
+ *    NaN becomes 0x7f;
+ *  - MinMax on floats (fminf/fmaxf, __hmin/__hmax): a NaN loses to a number,
+ *    two NaNs give the canonical NaN, and -0 < +0.
+ *
+ * Elements go through blocks of BLK in local buffers: the loops over them have
+ * a fixed trip count and no aliasing, which GCC vectorises at -O2, and a dst
+ * equal to a source is read before it is written. */
+#include "nccl_reduce.h"
+
+#include <string.h>
+
+enum { BLK = 512 };
+
+typedef union {
+    uint8_t u8[BLK];
+    uint16_t u16[BLK];
+    uint32_t u32[BLK];
+    uint64_t u64[BLK];
+    float f32[BLK];
+    double f64[BLK];
+} block;
+
+/* The operator's argument decoded once per call. */
+typedef struct {
+    int type, redop;
+    uint64_t mask;   /* MinMax integers: xor mask; PreMulSum integers: scalar */
+    bool is_min;     /* MinMax floats */
+    float fscalar;   /* PreMulSum f32, f16, bf16, fp8 (their value, exact in float) */
+    double dscalar;  /* PreMulSum f64 */
+    uint32_t divisor;
+    bool is_signed;  /* SumPostDiv */
+} params;
+
+static const uint8_t type_size[FC_NCCL_NUM_TYPES] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+
+size_t fc_nccl_type_size(int type) {
+    return type >= 0 && type < FC_NCCL_NUM_TYPES ? type_size[type] : 0;
+}
+
+static bool is_int(int type) { return type >= FC_NCCL_TYPE_i8 && type <= FC_NCCL_TYPE_u64; }
+
+/* ncclDevWorkColl keeps divisor:31, isSigned:1 */
+static uint32_t postdiv_divisor(uint64_t arg) { return (uint32_t)(arg >> 1) & 0x7fffffffu; }
+
+bool fc_redop_valid(const fc_redop *op) {
+    if (!op || !fc_nccl_type_size(op->type) || op->redop < 0 || op->redop >= FC_NCCL_NUM_REDOPS)
+        return false;
+    if (op->redop == FC_NCCL_REDOP_SumPostDiv)
+        return is_int(op->type) && postdiv_divisor(op->arg) != 0;
+    return true;
+}
+
+/* ---- bits and conversions ---- */
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+#define CANON_F32 0x7fffffffu
+#define CANON_16 0x7fffu
+#define CANON_F8 0x7fu
+
+/* v >> sh rounded to nearest even, 1 <= sh <= 31 */
+static inline uint32_t rne_shift(uint32_t v, uint32_t sh) {
+    uint32_t q = v >> sh, rem = v & ((1u << sh) - 1), half = 1u << (sh - 1);
+    return q + (rem > half || (rem == half && (q & 1)));
+}
+
+/* The bits of a float below the smallest normal of a format whose exponent
+ * field starts at 2^(1-bias) and has mbits of mantissa: its subnormal count. */
+static inline uint32_t sub_count(uint32_t a, int bias, int mbits) {
+    int e = (int)(a >> 23), sh = 151 - bias - mbits - e; /* value m*2^(e-150) in units 2^(1-bias-mbits) */
+    return rne_shift((a & 0x7fffffu) | 0x800000u, (uint32_t)(sh > 31 ? 31 : sh));
+}
+
+static inline float h2f(uint16_t h) {
+    uint32_t em = h & 0x7fffu, s = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t sub = f2u((float)em * 0x1p-24f); /* no subnormal operand: immune to DAZ */
+    uint32_t nrm = (em << 13) + ((127u - 15u) << 23);
+    uint32_t spc = (em << 13) | 0x7f800000u; /* inf, NaN with its payload */
+    return u2f((em < 0x400u ? sub : em < 0x7c00u ? nrm : spc) | s);
+}
+
+/* Round to half, nearest even, overflow to inf; NaN -> canonical. Written as
+ * selects so that loops over it vectorise. */
+static inline uint16_t f2h(float f) {
+    uint32_t x = f2u(f), a = x & 0x7fffffffu, s = (x >> 16) & 0x8000u;
+    uint32_t v = a - ((127u - 15u) << 23), nrm = (v + 0xfffu + ((v >> 13) & 1)) >> 13;
+    /* below 2^-14: adding 0.5 (ulp 2^-24) rounds to the subnormal grid; tiny
+     * inputs flushed by DAZ would round to 0 anyway */
+    uint32_t sub = f2u(u2f(a) + 0.5f) - f2u(0.5f);
+    uint32_t r = a > 0x7f800000u ? CANON_16 : a >= 0x477ff000u /* 65520 */ ? (s | 0x7c00u)
+               : a >= 0x38800000u ? (s | nrm) : (s | sub);
+    return (uint16_t)r;
+}
+
+static inline float bf2f(uint16_t b) { return u2f((uint32_t)b << 16); }
+
+static inline uint16_t f2bf(float f) {
+    uint32_t x = f2u(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return CANON_16;
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16); /* a carry into the exponent is right */
+}
+
+static inline float e4m3_to_f(uint8_t c) {
+    uint32_t em = c & 0x7fu, s = (uint32_t)(c & 0x80u) << 24;
+    if (em == 0x7fu) return u2f(CANON_F32);
+    uint32_t r = em < 8 ? f2u((float)em * 0x1p-9f) : (em << 20) + ((127u - 7u) << 23);
+    return u2f(r | s);
+}
+
+/* e5m2 is the top byte of a half */
+static inline float e5m2_to_f(uint8_t c) { return h2f((uint16_t)(c << 8)); }
+
+/* __nv_cvt_halfraw_to_fp8(h, __NV_SATFINITE, ...) for h given as a float:
+ * nearest even, beyond the largest finite (inf included) -> largest finite. */
+static inline uint8_t f2fp8(float f, bool e4m3) {
+    uint32_t x = f2u(f), a = x & 0x7fffffffu;
+    uint8_t s = (uint8_t)((x >> 24) & 0x80u);
+    int bias = e4m3 ? 7 : 15, mbits = e4m3 ? 3 : 2;
+    if (a > 0x7f800000u) return CANON_F8;
+    if (a >= (e4m3 ? 0x43e00000u /* 448 */ : 0x47600000u /* 57344 */)) return s | (e4m3 ? 0x7eu : 0x7bu);
+    if (a >= (uint32_t)(128 - bias) << 23)
+        return (uint8_t)(s | rne_shift(a - ((uint32_t)(127 - bias) << 23), (uint32_t)(23 - mbits)));
+    return (uint8_t)(s | sub_count(a, bias, mbits));
+}
+
+/* An fp8 operation's result: rounded to half by the half instruction, then
+ * to fp8 by the satfinite conversion. */
+static inline uint8_t fp8_result(float r, bool e4m3) { return f2fp8(h2f(f2h(r)), e4m3); }
+
+static inline float fp8_to_f(uint8_t c, bool e4m3) { return e4m3 ? e4m3_to_f(c) : e5m2_to_f(c); }
+
+/* Float MinMax on bits: NaN loses, two NaNs -> canonical, else the total order
+ * of sign-magnitude (-0 < +0), via keys that compare as unsigned integers. */
+#define FLOAT_MINMAX(U, x, y, signbit, inf, canon, is_min)                                         \
+    do {                                                                                           \
+        const U sb_ = (U)(signbit);                                                                \
+        for (int i = 0; i < BLK; i++) {                                                            \
+            U a_ = x[i], b_ = y[i];                                                                \
+            bool an_ = (U)(a_ & (U)~sb_) > (U)(inf), bn_ = (U)(b_ & (U)~sb_) > (U)(inf);            \
+            U ka_ = (a_ & sb_) ? (U)~a_ : (U)(a_ | sb_), kb_ = (b_ & sb_) ? (U)~b_ : (U)(b_ | sb_); \
+            U pick_ = ((ka_ < kb_) == (is_min)) ? a_ : b_;                                         \
+            x[i] = an_ ? (bn_ ? (U)(canon) : b_) : bn_ ? a_ : pick_;                               \
+        }                                                                                          \
+    } while (0)
+
+/* ---- per-block operations ---- */
+
+#define LOOP(body) for (int i = 0; i < BLK; i++) { body; }
+
+#define INT_REDUCE(U, arr)                                                                         \
+    do {                                                                                           \
+        U *x = a->arr;                                                                             \
+        const U *y = b->arr;                                                                       \
+        if (p->redop == FC_NCCL_REDOP_Prod) LOOP(x[i] = (U)(x[i] * y[i]))                          \
+        else if (p->redop == FC_NCCL_REDOP_MinMax) {                                               \
+            const U m = (U)p->mask;                                                                \
+            LOOP(x[i] = (U)(x[i] ^ m) < (U)(y[i] ^ m) ? x[i] : y[i])                               \
+        } else LOOP(x[i] = (U)(x[i] + y[i])) /* Sum, PreMulSum, SumPostDiv */                     \
+    } while (0)
+
+/* 16-bit floats: TO/FROM convert to and from float */
+#define F16_REDUCE(TO, FROM, inf)                                                                  \
+    do {                                                                                           \
+        uint16_t *x = a->u16;                                                                      \
+        const uint16_t *y = b->u16;                                                                \
+        if (p->redop == FC_NCCL_REDOP_Prod) LOOP(x[i] = FROM(TO(x[i]) * TO(y[i])))                 \
+        else if (p->redop == FC_NCCL_REDOP_MinMax)                                                 \
+            FLOAT_MINMAX(uint16_t, x, y, 0x8000u, inf, CANON_16, p->is_min);                       \
+        else LOOP(x[i] = FROM(TO(x[i]) + TO(y[i])))                                                \
+    } while (0)
+
+static void reduce_f8(const params *p, block *a, const block *b, bool e4m3) {
+    uint8_t *x = a->u8;
+    const uint8_t *y = b->u8;
+    if (p->redop == FC_NCCL_REDOP_MinMax) {
+        /* the half min/max returns an input unchanged, the conversion back is exact
+         * except that it saturates e5m2's infinities */
+        if (e4m3) {
+            FLOAT_MINMAX(uint8_t, x, y, 0x80u, 0x7eu, CANON_F8, p->is_min);
+        } else {
+            FLOAT_MINMAX(uint8_t, x, y, 0x80u, 0x7cu, CANON_F8, p->is_min);
+            LOOP(if ((x[i] & 0x7fu) == 0x7cu) x[i] = (uint8_t)((x[i] & 0x80u) | 0x7bu))
+        }
+    } else if (p->redop == FC_NCCL_REDOP_Prod) {
+        LOOP(x[i] = fp8_result(fp8_to_f(x[i], e4m3) * fp8_to_f(y[i], e4m3), e4m3))
+    } else {
+        LOOP(x[i] = fp8_result(fp8_to_f(x[i], e4m3) + fp8_to_f(y[i], e4m3), e4m3))
+    }
+}
+
+static inline float canon_f32(float r) { return r != r ? u2f(CANON_F32) : r; }
+
+/* a = op(b, a) for every element of the block */
+static void reduce_block(const params *p, block *a, const block *b) {
+    switch (p->type) {
+    case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_REDUCE(uint8_t, u8); break;
+    case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: INT_REDUCE(uint32_t, u32); break;
+    case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64: INT_REDUCE(uint64_t, u64); break;
+    case FC_NCCL_TYPE_f16: F16_REDUCE(h2f, f2h, 0x7c00u); break;
+    case FC_NCCL_TYPE_bf16: F16_REDUCE(bf2f, f2bf, 0x7f80u); break;
+    case FC_NCCL_TYPE_f8e4m3: reduce_f8(p, a, b, true); break;
+    case FC_NCCL_TYPE_f8e5m2: reduce_f8(p, a, b, false); break;
+    case FC_NCCL_TYPE_f32: {
+        float *x = a->f32;
+        const float *y = b->f32;
+        if (p->redop == FC_NCCL_REDOP_Prod) LOOP(x[i] = canon_f32(x[i] * y[i]))
+        else if (p->redop == FC_NCCL_REDOP_MinMax)
+            FLOAT_MINMAX(uint32_t, a->u32, b->u32, 0x80000000u, 0x7f800000u, CANON_F32, p->is_min);
+        else LOOP(x[i] = canon_f32(x[i] + y[i]))
+        break;
+    }
+    case FC_NCCL_TYPE_f64: {
+        double *x = a->f64;
+        const double *y = b->f64;
+        if (p->redop == FC_NCCL_REDOP_Prod) LOOP(x[i] = x[i] * y[i])
+        else if (p->redop == FC_NCCL_REDOP_MinMax)
+            FLOAT_MINMAX(uint64_t, a->u64, b->u64, 0x8000000000000000u, 0x7ff0000000000000u,
+                         0x7fffffffffffffffu, p->is_min);
+        else LOOP(x[i] = x[i] + y[i])
+        break;
+    }
+    }
+}
+
+/* PreMulSum's preOp: multiply by the scalar */
+static void premul_block(const params *p, block *a) {
+    const float s = p->fscalar;
+    switch (p->type) {
+    case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: LOOP(a->u8[i] = (uint8_t)(a->u8[i] * (uint8_t)p->mask)) break;
+    case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: LOOP(a->u32[i] *= (uint32_t)p->mask) break;
+    case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64: LOOP(a->u64[i] *= p->mask) break;
+    case FC_NCCL_TYPE_f16: LOOP(a->u16[i] = f2h(h2f(a->u16[i]) * s)) break;
+    case FC_NCCL_TYPE_bf16: LOOP(a->u16[i] = f2bf(bf2f(a->u16[i]) * s)) break;
+    case FC_NCCL_TYPE_f8e4m3: LOOP(a->u8[i] = fp8_result(e4m3_to_f(a->u8[i]) * s, true)) break;
+    case FC_NCCL_TYPE_f8e5m2: LOOP(a->u8[i] = fp8_result(e5m2_to_f(a->u8[i]) * s, false)) break;
+    case FC_NCCL_TYPE_f32: LOOP(a->f32[i] = canon_f32(a->f32[i] * s)) break;
+    case FC_NCCL_TYPE_f64: LOOP(a->f64[i] *= p->dscalar) break;
+    }
+}
+
+/* SumPostDiv's postOp (ncclAvg on integers): the magnitude divided, rounded
+ * toward zero (NCCL's reciprocal multiply plus fix-up is exact), sign restored. */
+#define INT_POSTDIV(U, arr, W, signbit)                                                            \
+    LOOP({                                                                                         \
+        U v_ = a->arr[i];                                                                          \
+        bool neg_ = p->is_signed && (v_ & (U)(signbit));                                           \
+        W q_ = (W)(neg_ ? (U)-v_ : v_) / d;                                                        \
+        a->arr[i] = neg_ ? (U)-(U)q_ : (U)q_;                                                      \
+    })
+
+static void postdiv_block(const params *p, block *a) {
+    const uint32_t d = p->divisor;
+    switch (p->type) {
+    case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_POSTDIV(uint8_t, u8, uint32_t, 0x80u); break;
+    case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: INT_POSTDIV(uint32_t, u32, uint32_t, 0x80000000u); break;
+    case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64:
+        INT_POSTDIV(uint64_t, u64, uint64_t, 0x8000000000000000u);
+        break;
+    }
+}
+
+static void init_params(params *p, const fc_redop *op) {
+    memset(p, 0, sizeof *p);
+    p->type = op->type;
+    p->redop = op->redop;
+    p->mask = op->arg;
+    p->is_min = (op->arg & 1) == 0;
+    p->divisor = postdiv_divisor(op->arg);
+    p->is_signed = op->arg & 1;
+    switch (op->type) { /* PreMulSum's scalar: the element type in the low bytes */
+    case FC_NCCL_TYPE_f16: p->fscalar = h2f((uint16_t)op->arg); break;
+    case FC_NCCL_TYPE_bf16: p->fscalar = bf2f((uint16_t)op->arg); break;
+    case FC_NCCL_TYPE_f8e4m3: p->fscalar = e4m3_to_f((uint8_t)op->arg); break;
+    case FC_NCCL_TYPE_f8e5m2: p->fscalar = e5m2_to_f((uint8_t)op->arg); break;
+    case FC_NCCL_TYPE_f32: p->fscalar = u2f((uint32_t)op->arg); break;
+    case FC_NCCL_TYPE_f64: memcpy(&p->dscalar, &op->arg, 8); break;
+    }
+}
+
+/* bytes of src at off into a block; the rest of the block zeroed so every loop
+ * can run over all BLK elements */
+static void load(block *b, const void *src, size_t off, size_t bytes) {
+    memcpy(b->u8, (const char *)src + off, bytes);
+    if (bytes < sizeof *b) memset((char *)b + bytes, 0, sizeof *b - bytes);
+}
+
+void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
+               bool pre_first, bool post) {
+    if (!fc_redop_valid(op) || nsrcs < 1) return;
+    size_t size = type_size[op->type];
+    bool pre = pre_first && op->redop == FC_NCCL_REDOP_PreMulSum; /* other preOps: identity */
+    post = post && op->redop == FC_NCCL_REDOP_SumPostDiv;         /* other postOps: identity */
+    if (nsrcs == 1 && !pre && !post) {
+        if (dst != srcs[0]) memmove(dst, srcs[0], n * size);
+        return;
+    }
+    params p;
+    init_params(&p, op);
+    _Alignas(64) block a, b;
+    for (size_t first = 0; first < n; first += BLK) {
+        size_t off = first * size, bytes = (n - first < BLK ? n - first : BLK) * size;
+        load(&a, srcs[0], off, bytes);
+        if (pre) premul_block(&p, &a);
+        for (int s = 1; s < nsrcs; s++) {
+            load(&b, srcs[s], off, bytes);
+            reduce_block(&p, &a, &b);
+        }
+        if (post) postdiv_block(&p, &a);
+        memcpy((char *)dst + off, a.u8, bytes);
+    }
+}

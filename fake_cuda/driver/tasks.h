@@ -1,0 +1,48 @@
+/* Cooperative tasks: many sequential flows of control on one thread.
+ *
+ * The emulation of an NCCL kernel replays what every CUDA block (and, where
+ * the kernel splits a block, every group of warps) does, each as straight-line
+ * code that waits on memory other processes write. Running each flow as an OS
+ * thread would put hundreds of busy pollers on two cores; here they are
+ * ucontext coroutines of one scheduler: a flow that must wait calls
+ * fc_task_block(), and the scheduler runs the others. When a whole pass over
+ * the flows made no progress, the scheduler backs off (yield, then sleep). */
+#ifndef NCCLSIM_DRIVER_TASKS_H
+#define NCCLSIM_DRIVER_TASKS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct fc_sched fc_sched;
+typedef struct fc_task fc_task;
+typedef void (*fc_task_fn)(fc_task *t, void *arg);
+
+/* Why the scheduler stopped early: a flow reported a fatal problem, or the
+ * stop condition (NCCL's abort flag) became true. */
+typedef bool (*fc_sched_stop_fn)(void *arg);
+
+fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg);
+/* Start fn(arg) as a new flow (it first runs at the scheduler's next turn).
+ * `parent`: a flow that may wait for it with fc_task_join (NULL: none).
+ * False when out of memory. */
+bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg);
+/* Run until every flow has returned, or until stop() says so (true then). */
+bool fc_sched_run(fc_sched *s);
+void fc_sched_free(fc_sched *s);
+
+/* Inside a flow: give the turn back; the flow is resumed at a later pass.
+ * `what` describes what it waits for (for the stall report) and may be NULL. */
+void fc_task_block(fc_task *t, const char *what);
+/* Inside a flow: the flow moved data or a counter (the pass made progress). */
+void fc_task_progress(fc_task *t);
+/* Inside a flow: wait until every flow spawned with it as parent returned. */
+void fc_task_join(fc_task *t);
+fc_sched *fc_task_sched(fc_task *t);
+
+/* Block until cond holds. */
+#define FC_WAIT_UNTIL(t, cond, what)                                           \
+    do {                                                                       \
+        while (!(cond)) fc_task_block((t), (what));                            \
+    } while (0)
+
+#endif
