@@ -5,6 +5,9 @@ The unmodified NCCL runs the probe in one process over 8 simulated GPUs with
 NCCLSIM_TRACE set; every NCCL kernel launch leaves one `nccl_launch` event
 that says what the driver decoded. The decoded work must be the work the
 probe asked for, and every connection it names must be simulated memory.
+The kernels are then emulated (nccl_emu.c), and the probe checks every
+output against what NCCL must compute: each release's table is checked by
+NCCL's own results too.
 """
 
 from __future__ import annotations
@@ -20,10 +23,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUTS = ROOT / "fake_cuda" / "nccl_layouts"
-OPS = "allreduce,allgather,broadcast,reducescatter,sendrecv"
+OPS = "allreduce,allgather,broadcast,reduce,reducescatter,sendrecv"
 SIZES = (1024, 4 << 20)
 COLL_OF_OP = {"allreduce": "AllReduce", "allgather": "AllGather", "broadcast": "Broadcast",
-              "reducescatter": "ReduceScatter", "sendrecv": "SendRecv"}
+              "reduce": "Reduce", "reducescatter": "ReduceScatter", "sendrecv": "SendRecv"}
 NRANKS = 8
 
 
@@ -31,7 +34,7 @@ def expected_count(op: str, size: int) -> int:
     """ncclDevWorkColl's element count for the probe's call (float32 data; AllGather
     and Broadcast move bytes, and the gathered/scattered counts are per rank)."""
     floats = size // 4
-    return {"allreduce": floats, "broadcast": size, "allgather": floats // NRANKS * 4,
+    return {"allreduce": floats, "reduce": floats, "broadcast": size, "allgather": floats // NRANKS * 4,
             "reducescatter": floats // NRANKS}[op]
 
 
@@ -91,7 +94,7 @@ def check_decoded(version: str, proc: subprocess.CompletedProcess, events: list[
                 assert a["count"] == expected_count(op, size), what
                 assert all(prev in range(NRANKS) and nxt in range(NRANKS) and prev != rank != nxt
                            for _, prev, nxt in a["ring"]), what
-                assert a["type"] == ("f32" if op in ("allreduce", "reducescatter") else "")
+                assert a["type"] == ("f32" if op in ("allreduce", "reduce", "reducescatter") else "")
                 assert a["algo"] in ("RING", "TREE") and a["proto"] in ("LL", "LL128", "SIMPLE"), what
     # the rings close: on each channel, rank r's next has r as its prev
     first = {r: seen[0] for r, seen in by_rank.items()}
@@ -134,17 +137,19 @@ def test_launches_decoded_cached_release(spec: str, sim_env, nccl_build, tmp_pat
     check_decoded(spec.rpartition(":")[2], proc, events)
 
 
-def test_unsupported_release_says_so_once(sim_env, nccl_build, tmp_path: Path) -> None:
-    """2.32.3 (the installed wheel) is not in the table: one clear line, and the
-    launches still complete as before."""
-    build = nccl_build("installed")
+def test_unsupported_release_fails_fast(sim_env, nccl_build, tmp_path: Path) -> None:
+    """2.32.3 is not in the table: its kernel launches fail at once with one
+    line naming the release and the supported range, and NCCL reports the
+    failed launch to the program (no hang)."""
+    build = nccl_build("2.32.3")
     version = re.search(r"#define NCCL_VERSION_CODE (\d+)", (build.include_dir / "nccl.h").read_text())
     assert version and int(version.group(1)) not in {r["code"] for r in releases().values()}
-    proc, events = run_probe(build, sim_env, tmp_path, "installed", {"NCCLSIM_LOG": "1"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc, events = run_probe(build, sim_env, tmp_path, "2.32.3")
+    assert proc.returncode == 1, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if "not supported" in line]
     assert len(lines) == 1, proc.stderr[-3000:]
     assert "NCCL 2.32.3 is not supported" in lines[0] and "supported: NCCL 2.23.4 to 2.30.7" in lines[0]
+    assert "ncclGroupEnd (allreduce) failed" in proc.stderr  # NCCL returned the failed launch
     assert [e["event"] for e in events] == ["nccl_unsupported"]
     assert events[0]["args"]["version"] == "2.32.3"
 

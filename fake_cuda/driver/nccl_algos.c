@@ -262,6 +262,49 @@ static void reduce_ring(coll_ctx *c)
     fc_prims_fini(&p);
 }
 
+/* AllGatherV (2.29+, what ncclBroadcast becomes): one ring for the whole
+ * batch; each work is one root's broadcast, moved a chunk at a time in turn
+ * (all_gather_v.h runAllGatherV). */
+static void allgatherv_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b)
+{
+    char who[120];
+    snprintf(who, sizeof who, "rank %d channel %d %s", e->l->rank, ch->id, b->func->name);
+    fc_prims_cfg cfg = {.proto = b->func->proto, .slicePerChunk = 1, .stepPerSlice = 1};
+    fc_redop op = {.type = FC_NCCL_TYPE_i8, .redop = FC_NCCL_REDOP_Sum, .arg = 0};
+    fc_prims p;
+    if (!fc_prims_init(&p, e, t, ch, who, &cfg, &ch->ring_prev, 1, &ch->ring_next, 1, 0, 0, op)) return;
+    fc_nccl_work *works = malloc((size_t)b->nworks * sizeof *works);
+    if (!works) {
+        fc_emu_fail(e, "%s: out of memory", who);
+        return;
+    }
+    memcpy(works, &e->l->works[b->first_work], (size_t)b->nworks * sizeof *works);
+    for (int w = 0, done = 0; b->nworks && !done && !fc_emu_failed(e); w = (w + 1) % b->nworks) {
+        fc_nccl_work *k = &works[w];
+        int64_t delta = (int64_t)(k->bcast.bytes < (uint64_t)k->bcast.chunkSize ? k->bcast.bytes
+                                                                                 : (uint64_t)k->bcast.chunkSize);
+        int64_t offset = (int64_t)k->bcast.bytesDone;
+        p.bufs[FC_BUF_INPUT] = k->bcast.ringDepth == 0 ? (char *)k->bcast.sendbuff : NULL;
+        p.bufs[FC_BUF_OUTPUT] = (char *)k->bcast.recvbuff;
+        if (delta > 0) {
+            if (k->bcast.ringDepth == 0) {
+                if (p.bufs[FC_BUF_INPUT] == p.bufs[FC_BUF_OUTPUT]) FC_SEND(&p, offset, delta);
+                else FC_COPY_SEND(&p, offset, offset, delta);
+            } else if (k->bcast.ringDepth == e->l->nRanks - 1) {
+                FC_RECV(&p, offset, delta, false);
+            } else {
+                FC_RECV_COPY_SEND(&p, offset, delta);
+            }
+        }
+        k->bcast.bytes -= (uint64_t)delta;
+        k->bcast.bytesDone += (uint64_t)delta;
+        done = 1;
+        for (int i = 0; i < b->nworks; i++) done &= works[i].bcast.bytes == 0;
+    }
+    free(works);
+    fc_prims_fini(&p);
+}
+
 static void run_coll(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b, const fc_nccl_work *w)
 {
     const fc_nccl_func *f = b->func;
@@ -391,6 +434,10 @@ void fc_algo_run_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const f
 {
     if (b->workType == FC_NCCL_WORK_P2P) {
         run_p2p_batch(e, t, ch, b);
+        return;
+    }
+    if (b->workType == FC_NCCL_WORK_BCAST) {
+        allgatherv_batch(e, t, ch, b);
         return;
     }
     for (int i = 0; i < b->nworks && !fc_emu_failed(e); i++) run_coll(e, t, ch, b, &e->l->works[b->first_work + i]);

@@ -318,6 +318,7 @@ static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, in
             }
             if (!extends) {
                 b->nworks = l->nworks - b->first_work;
+                b->consumed = offBase + (uint32_t)(64 - (bits ? __builtin_clzll(bits) : 64)) * (uint32_t)wsize;
                 b->func = b->funcId < l->rel->nfuncs ? &l->rel->funcs[b->funcId] : NULL;
                 if (!b->func) set_error(l, "channel %d: funcId %d is beyond NCCL %s's %d functions", ch->id,
                                         b->funcId, l->rel->version, l->rel->nfuncs);
@@ -492,6 +493,9 @@ void fc_nccl_resolve(fc_nccl_launch *l)
     for (int p = 0; p < 3; p++) l->buffSizes[p] = i32_element(comm, L->comm_buffSizes, p);
     l->p2pChunkSize = (int)(int32_t)fc_nccl_get(comm, L->comm_p2pChunkSize);
     l->abortFlag = fc_nccl_get(comm, L->comm_abortFlag);
+    l->workConsumed = fc_nccl_get(comm, L->comm_workConsumed);
+    l->workStarted = fc_nccl_get(comm, L->comm_workStarted);
+    l->workCompleted = fc_nccl_get(comm, L->comm_workCompleted);
     uintptr_t chans = l->comm + (uintptr_t)L->commAndChannels_channels.off;
     /* The kernel finds its channel next to the comm; the comm also points at
      * it. Agreement is a cheap check that this layout is the right one. */

@@ -72,6 +72,7 @@ typedef struct {
     const fc_nccl_func *func; /* NULL when funcId is outside the release's list */
     uint8_t workType;
     int first_work, nworks; /* in fc_nccl_launch.works */
+    uint32_t consumed;      /* FIFO cursor past its last work item (what <= 2.26 reports) */
 } fc_nccl_batch;
 
 typedef struct {
@@ -104,6 +105,7 @@ typedef struct fc_nccl_launch {
     bool resolved;
     int rank, nRanks, node, nNodes, buffSizes[3], p2pChunkSize;
     uintptr_t abortFlag; /* uint32_t NCCL sets to stop its kernels */
+    uintptr_t workConsumed, workStarted, workCompleted; /* per-channel progress for the host; 0: none */
     int nconns, nconns_bad; /* connections the work uses / not in simulated memory */
     char error[200];        /* first problem found, "" when none */
 } fc_nccl_launch;

@@ -45,6 +45,7 @@ bool fc_emu_unsupported(const fc_nccl_launch *l, char *why, size_t n)
             continue;
         }
         if (b->func && b->func->coll == FC_NCCL_COLL_Nop) continue;
+        if (b->workType == FC_NCCL_WORK_BCAST && b->func && b->func->coll == FC_NCCL_COLL_AllGatherV) continue;
         if (b->workType != FC_NCCL_WORK_COLL || !b->func || !supported_coll(b->func)) {
             snprintf(why, n, "%s (%s work)", name,
                      b->workType == FC_NCCL_WORK_COLLREG ? "registered-buffer"
@@ -68,11 +69,42 @@ typedef struct {
     const fc_nccl_channel *ch;
 } channel_flow;
 
+/* The host side's view of a channel's progress, written as the kernel does:
+ * FIFO space (<= 2.26: before a batch runs, once loaded), the work counter
+ * (2.26+: started/completed per batch; written back to the channel at the
+ * end). The profiler's per-event records of 2.27+ are left out: they are
+ * only read by a profiler plugin. */
+static void put_u32(uintptr_t array, int i, uint32_t v)
+{
+    if (array && fc_nccl_in_sim_memory(array + (uintptr_t)i * 4, 4))
+        __atomic_store_n((volatile uint32_t *)array + i, v, __ATOMIC_RELEASE);
+}
+static void put_u64(uintptr_t array, int i, uint64_t v)
+{
+    if (array && fc_nccl_in_sim_memory(array + (uintptr_t)i * 8, 8))
+        __atomic_store_n((volatile uint64_t *)array + i, v, __ATOMIC_RELEASE);
+}
+
 static void run_channel(fc_task *t, void *arg)
 {
     channel_flow *f = arg;
-    for (int i = 0; i < f->ch->nbatches && !fc_emu_failed(f->e); i++)
-        fc_algo_run_batch(f->e, t, f->ch, &f->e->l->batches[f->ch->first_batch + i]);
+    const fc_nccl_launch *l = f->e->l;
+    const fc_nccl_layout *L = f->e->L;
+    const fc_nccl_channel *ch = f->ch;
+    /* 2.26.2 reports every batch; later releases only to a profiler */
+    bool counters = L->coll_profilerEnabled.off < 0 && !L->MAX_PROFILER_EVENTS_PER_CHANNEL;
+    uint64_t counter = 0;
+    uintptr_t counterAt = L->channel_workCounter.off >= 0 ? ch->dev + (uintptr_t)L->channel_workCounter.off : 0;
+    if (counterAt) fc_nccl_read(counterAt, &counter, 8);
+    for (int i = 0; i < ch->nbatches && !fc_emu_failed(f->e); i++) {
+        const fc_nccl_batch *b = &l->batches[ch->first_batch + i];
+        if (l->storage == 1) put_u32(l->workConsumed, ch->id, b->consumed);
+        counter += (uint64_t)b->nworks;
+        if (counters) put_u64(l->workStarted, ch->id, counter);
+        fc_algo_run_batch(f->e, t, ch, b);
+        if (counters) put_u64(l->workCompleted, ch->id, counter);
+    }
+    if (counterAt && !fc_emu_failed(f->e)) put_u64(counterAt, 0, counter);
 }
 
 static bool should_stop(void *arg)

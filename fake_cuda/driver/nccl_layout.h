@@ -32,14 +32,15 @@ typedef struct {
     X(p2p_recvRank) X(p2p_nP2pChannels) X(p2p_channelBase) X(p2p_nSendChannels)                    \
     X(p2p_nRecvChannels) X(p2p_sendChunkSize_u32fp8) X(p2p_recvChunkSize_u32fp8)                   \
     X(p2p_sendProtoLL) X(p2p_recvProtoLL) X(p2p_sendNetReg) X(p2p_recvNetReg) X(p2p_sendIpcReg)    \
-    X(p2p_recvIpcReg)                                                                              \
+    X(p2p_recvIpcReg) X(p2p_profilerEnabled)                                                       \
     /* ncclDevWorkColl (cbd.* and collnet.* flattened) */                                          \
     X(coll) X(coll_channelLo) X(coll_channelHi) X(coll_nWarps) X(coll_redOpArgIsPtr)               \
     X(coll_regUsed) X(coll_netRegUsed) X(coll_oneNode) X(coll_direct) X(coll_root)                 \
     X(coll_recvbuff) X(coll_sendbuff) X(coll_sendbuffOffset) X(coll_recvbuffOffset)                \
     X(coll_sendbuffRmtAddrs) X(coll_recvbuffRmtAddrs) X(coll_countLo) X(coll_countMid)             \
     X(coll_countHi) X(coll_chunkGrainsLo) X(coll_chunkGrainsMid) X(coll_chunkGrainsHi)             \
-    X(coll_collnetCount) X(coll_collnetChunkCount) X(coll_redOpArg)                                \
+    X(coll_collnetCount) X(coll_collnetChunkCount) X(coll_redOpArg) X(coll_isOneRPN)               \
+    X(coll_profilerEnabled)                                                                        \
     /* ncclDevWorkCollReg, ncclDevWorkBcast (2.29+) */                                             \
     X(collreg) X(collreg_coll) X(collreg_dnInputs) X(collreg_dnOutputs) X(collreg_upOutputs)       \
     X(bcast) X(bcast_ringDepth) X(bcast_chunkSize) X(bcast_sendbuff) X(bcast_recvbuff)             \
@@ -48,6 +49,12 @@ typedef struct {
     X(comm) X(comm_rank) X(comm_nRanks) X(comm_node) X(comm_nNodes) X(comm_buffSizes)              \
     X(comm_isAllNvlink) X(comm_p2pChunkSize) X(comm_abortFlag) X(comm_channels)                    \
     X(comm_rankToLocalRank) X(commAndChannels_channels)                                            \
+    /* what the kernel writes for the host: comm.workConsumed -> uint32_t[MAXCHANNELS] (<= 2.26,   \
+     * written after each batch load when args.workStorageType is Fifo); comm.workStarted,         \
+     * workCompleted -> uint64_t[MAXCHANNELS] (2.26) or ncclDevProfiler[MAXCHANNELS] (2.27+) */    \
+    X(comm_workConsumed) X(comm_workStarted) X(comm_workCompleted) X(comm_p2pCrossClique)          \
+    /* ncclDevProfiler (2.27+): data[MAX_PROFILER_EVENTS_PER_CHANNEL] of {counter, timestamp} */   \
+    X(devProfiler) X(devProfiler_counter) X(devProfiler_timestamp)                                 \
     /* ncclDevChannel */                                                                           \
     X(channel) X(channel_peers) X(channel_ring_prev) X(channel_ring_next) X(channel_ring_userRanks) \
     X(channel_ring_rankToIndex) X(channel_ring_index) X(channel_tree_depth) X(channel_tree_up)     \
@@ -70,7 +77,11 @@ typedef struct {
     X(NCCL_LL128_LINESIZE) X(NCCL_MAX_DEV_WORK_P2P_PER_BATCH) X(NCCL_MAX_DEV_WORK_BATCH_BYTES)     \
     X(grain_LL) X(grain_LL128) X(grain_SIMPLE)                                                     \
     /* 1: a P2P work's part on a channel is bit-reversed (ncclP2pChannelToPart, <= 2.27) */        \
-    X(P2P_PART_BITREVERSE)
+    X(P2P_PART_BITREVERSE)                                                                         \
+    /* entries per channel of ncclDevProfiler (2.27+); 0: a plain uint64_t counter per channel */  \
+    X(MAX_PROFILER_EVENTS_PER_CHANNEL)                                                             \
+    /* 1: a Simple receiver also writes connFifo[step].size of its connection (2.23) */            \
+    X(SIMPLE_RECV_SETS_FIFO_SIZE)
 
 typedef struct fc_nccl_layout {
 #define FC_NCCL_FIELD_MEMBER_(n) fc_nccl_field n;

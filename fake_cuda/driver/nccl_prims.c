@@ -210,6 +210,7 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
         if (recv)
             for (int i = 0; i < p->nrecv; i++) {
                 if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
+                if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fifo_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
                 srcs[nsrcs++] = simple_slot(p, &p->recv[i], p->rstep[i]);
             }
         if (send)

@@ -7,7 +7,7 @@
  *    quiet NaN, 0x7fffffff. f64: IEEE double (NaN payloads as the host makes them);
  *  - f16, bf16: __hadd/__hmul, one rounding to nearest even of the exact
  *    result. Computing in float and rounding once more gives the same value
- *    (float has more than 2p+2 bits for both), so that is what is done here.
+ *    (float has at least 2p+2 bits for both), so that is what is done here.
  *    NaN results are canonical (0x7fff);
  *  - fp8: converted to half, computed in half, converted back with
  *    __NV_SATFINITE: overflow *and infinity* become the largest finite value,
@@ -20,6 +20,7 @@
  * equal to a source is read before it is written. */
 #include "nccl_reduce.h"
 
+#include <pthread.h>
 #include <string.h>
 
 enum { BLK = 512 };
@@ -39,6 +40,7 @@ typedef struct {
     uint64_t mask;   /* MinMax integers: xor mask; PreMulSum integers: scalar */
     bool is_min;     /* MinMax floats */
     float fscalar;   /* PreMulSum f32, f16, bf16, fp8 (their value, exact in float) */
+    uint8_t f8premul[256]; /* PreMulSum fp8: every value times the scalar */
     double dscalar;  /* PreMulSum f64 */
     uint32_t divisor;
     bool is_signed;  /* SumPostDiv */
@@ -81,29 +83,34 @@ static inline uint32_t rne_shift(uint32_t v, uint32_t sh) {
 /* The bits of a float below the smallest normal of a format whose exponent
  * field starts at 2^(1-bias) and has mbits of mantissa: its subnormal count. */
 static inline uint32_t sub_count(uint32_t a, int bias, int mbits) {
-    int e = (int)(a >> 23), sh = 151 - bias - mbits - e; /* value m*2^(e-150) in units 2^(1-bias-mbits) */
+    /* the value is m*2^(e-150); the unit is 2^(1-bias-mbits) */
+    int e = (int)(a >> 23), sh = 151 - bias - mbits - e;
     return rne_shift((a & 0x7fffffu) | 0x800000u, (uint32_t)(sh > 31 ? 31 : sh));
+}
+
+/* c ? x : y without a branch, so that the loops calling it vectorise */
+static inline uint32_t sel(bool c, uint32_t x, uint32_t y) {
+    uint32_t m = -(uint32_t)c;
+    return (x & m) | (y & ~m);
 }
 
 static inline float h2f(uint16_t h) {
     uint32_t em = h & 0x7fffu, s = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t sub = f2u((float)em * 0x1p-24f); /* no subnormal operand: immune to DAZ */
+    uint32_t sub = f2u((float)(int32_t)em * 0x1p-24f); /* no subnormal operand: immune to DAZ */
     uint32_t nrm = (em << 13) + ((127u - 15u) << 23);
     uint32_t spc = (em << 13) | 0x7f800000u; /* inf, NaN with its payload */
-    return u2f((em < 0x400u ? sub : em < 0x7c00u ? nrm : spc) | s);
+    return u2f(sel(em < 0x400u, sub, sel(em < 0x7c00u, nrm, spc)) | s);
 }
 
-/* Round to half, nearest even, overflow to inf; NaN -> canonical. Written as
- * selects so that loops over it vectorise. */
+/* Round to half, nearest even, overflow to inf; NaN -> canonical. */
 static inline uint16_t f2h(float f) {
     uint32_t x = f2u(f), a = x & 0x7fffffffu, s = (x >> 16) & 0x8000u;
     uint32_t v = a - ((127u - 15u) << 23), nrm = (v + 0xfffu + ((v >> 13) & 1)) >> 13;
     /* below 2^-14: adding 0.5 (ulp 2^-24) rounds to the subnormal grid; tiny
      * inputs flushed by DAZ would round to 0 anyway */
     uint32_t sub = f2u(u2f(a) + 0.5f) - f2u(0.5f);
-    uint32_t r = a > 0x7f800000u ? CANON_16 : a >= 0x477ff000u /* 65520 */ ? (s | 0x7c00u)
-               : a >= 0x38800000u ? (s | nrm) : (s | sub);
-    return (uint16_t)r;
+    uint32_t fin = s | sel(a >= 0x477ff000u /* 65520 */, 0x7c00u, sel(a >= 0x38800000u, nrm, sub));
+    return (uint16_t)sel(a > 0x7f800000u, CANON_16, fin);
 }
 
 static inline float bf2f(uint16_t b) { return u2f((uint32_t)b << 16); }
@@ -111,7 +118,7 @@ static inline float bf2f(uint16_t b) { return u2f((uint32_t)b << 16); }
 static inline uint16_t f2bf(float f) {
     uint32_t x = f2u(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) return CANON_16;
-    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16); /* a carry into the exponent is right */
+    return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1)) >> 16); /* carries into the exponent */
 }
 
 static inline float e4m3_to_f(uint8_t c) {
@@ -131,7 +138,8 @@ static inline uint8_t f2fp8(float f, bool e4m3) {
     uint8_t s = (uint8_t)((x >> 24) & 0x80u);
     int bias = e4m3 ? 7 : 15, mbits = e4m3 ? 3 : 2;
     if (a > 0x7f800000u) return CANON_F8;
-    if (a >= (e4m3 ? 0x43e00000u /* 448 */ : 0x47600000u /* 57344 */)) return s | (e4m3 ? 0x7eu : 0x7bu);
+    if (a >= (e4m3 ? 0x43e00000u /* 448 */ : 0x47600000u /* 57344 */))
+        return s | (e4m3 ? 0x7eu : 0x7bu);
     if (a >= (uint32_t)(128 - bias) << 23)
         return (uint8_t)(s | rne_shift(a - ((uint32_t)(127 - bias) << 23), (uint32_t)(23 - mbits)));
     return (uint8_t)(s | sub_count(a, bias, mbits));
@@ -144,14 +152,16 @@ static inline uint8_t fp8_result(float r, bool e4m3) { return f2fp8(h2f(f2h(r)),
 static inline float fp8_to_f(uint8_t c, bool e4m3) { return e4m3 ? e4m3_to_f(c) : e5m2_to_f(c); }
 
 /* Float MinMax on bits: NaN loses, two NaNs -> canonical, else the total order
- * of sign-magnitude (-0 < +0), via keys that compare as unsigned integers. */
-#define FLOAT_MINMAX(U, x, y, signbit, inf, canon, is_min)                                         \
+ * of sign-magnitude (-0 < +0), via keys that compare as unsigned integers.
+ * maxmag: the largest magnitude that is not a NaN. */
+#define FLOAT_MINMAX(U, x, y, signbit, maxmag, canon, is_min)                                      \
     do {                                                                                           \
         const U sb_ = (U)(signbit);                                                                \
         for (int i = 0; i < BLK; i++) {                                                            \
             U a_ = x[i], b_ = y[i];                                                                \
-            bool an_ = (U)(a_ & (U)~sb_) > (U)(inf), bn_ = (U)(b_ & (U)~sb_) > (U)(inf);            \
-            U ka_ = (a_ & sb_) ? (U)~a_ : (U)(a_ | sb_), kb_ = (b_ & sb_) ? (U)~b_ : (U)(b_ | sb_); \
+            bool an_ = (U)(a_ & (U)~sb_) > (U)(maxmag), bn_ = (U)(b_ & (U)~sb_) > (U)(maxmag);     \
+            U ka_ = (a_ & sb_) ? (U)~a_ : (U)(a_ | sb_);                                           \
+            U kb_ = (b_ & sb_) ? (U)~b_ : (U)(b_ | sb_);                                           \
             U pick_ = ((ka_ < kb_) == (is_min)) ? a_ : b_;                                         \
             x[i] = an_ ? (bn_ ? (U)(canon) : b_) : bn_ ? a_ : pick_;                               \
         }                                                                                          \
@@ -169,19 +179,33 @@ static inline float fp8_to_f(uint8_t c, bool e4m3) { return e4m3 ? e4m3_to_f(c) 
         else if (p->redop == FC_NCCL_REDOP_MinMax) {                                               \
             const U m = (U)p->mask;                                                                \
             LOOP(x[i] = (U)(x[i] ^ m) < (U)(y[i] ^ m) ? x[i] : y[i])                               \
-        } else LOOP(x[i] = (U)(x[i] + y[i])) /* Sum, PreMulSum, SumPostDiv */                     \
+        } else LOOP(x[i] = (U)(x[i] + y[i])) /* Sum, PreMulSum, SumPostDiv */                      \
     } while (0)
 
 /* 16-bit floats: TO/FROM convert to and from float */
-#define F16_REDUCE(TO, FROM, inf)                                                                  \
+#define F16_REDUCE(TO, FROM, maxmag)                                                               \
     do {                                                                                           \
         uint16_t *x = a->u16;                                                                      \
         const uint16_t *y = b->u16;                                                                \
         if (p->redop == FC_NCCL_REDOP_Prod) LOOP(x[i] = FROM(TO(x[i]) * TO(y[i])))                 \
         else if (p->redop == FC_NCCL_REDOP_MinMax)                                                 \
-            FLOAT_MINMAX(uint16_t, x, y, 0x8000u, inf, CANON_16, p->is_min);                       \
+            FLOAT_MINMAX(uint16_t, x, y, 0x8000u, maxmag, CANON_16, p->is_min);                    \
         else LOOP(x[i] = FROM(TO(x[i]) + TO(y[i])))                                                \
     } while (0)
+
+/* fp8 sum and product by table, [e5m2][prod][a << 8 | b]: computing them
+ * element by element through half is ten times slower. */
+static uint8_t f8_table[2][2][1 << 16];
+static pthread_once_t f8_once = PTHREAD_ONCE_INIT;
+
+static void f8_build(void) {
+    for (int k = 0; k < 2; k++)
+        for (uint32_t ab = 0; ab < 1u << 16; ab++) {
+            float x = fp8_to_f((uint8_t)(ab >> 8), k == 0), y = fp8_to_f((uint8_t)ab, k == 0);
+            f8_table[k][0][ab] = fp8_result(x + y, k == 0);
+            f8_table[k][1][ab] = fp8_result(x * y, k == 0);
+        }
+}
 
 static void reduce_f8(const params *p, block *a, const block *b, bool e4m3) {
     uint8_t *x = a->u8;
@@ -195,16 +219,16 @@ static void reduce_f8(const params *p, block *a, const block *b, bool e4m3) {
             FLOAT_MINMAX(uint8_t, x, y, 0x80u, 0x7cu, CANON_F8, p->is_min);
             LOOP(if ((x[i] & 0x7fu) == 0x7cu) x[i] = (uint8_t)((x[i] & 0x80u) | 0x7bu))
         }
-    } else if (p->redop == FC_NCCL_REDOP_Prod) {
-        LOOP(x[i] = fp8_result(fp8_to_f(x[i], e4m3) * fp8_to_f(y[i], e4m3), e4m3))
-    } else {
-        LOOP(x[i] = fp8_result(fp8_to_f(x[i], e4m3) + fp8_to_f(y[i], e4m3), e4m3))
+        return;
     }
+    pthread_once(&f8_once, f8_build);
+    const uint8_t *t = f8_table[!e4m3][p->redop == FC_NCCL_REDOP_Prod];
+    LOOP(x[i] = t[x[i] << 8 | y[i]])
 }
 
 static inline float canon_f32(float r) { return r != r ? u2f(CANON_F32) : r; }
 
-/* a = op(b, a) for every element of the block */
+/* a[i] = op(a[i], b[i]): a holds what is reduced so far, b the next source */
 static void reduce_block(const params *p, block *a, const block *b) {
     switch (p->type) {
     case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_REDUCE(uint8_t, u8); break;
@@ -240,13 +264,14 @@ static void reduce_block(const params *p, block *a, const block *b) {
 static void premul_block(const params *p, block *a) {
     const float s = p->fscalar;
     switch (p->type) {
-    case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: LOOP(a->u8[i] = (uint8_t)(a->u8[i] * (uint8_t)p->mask)) break;
+    case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: LOOP(a->u8[i] = (uint8_t)(a->u8[i] * p->mask))
+        break;
     case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: LOOP(a->u32[i] *= (uint32_t)p->mask) break;
     case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64: LOOP(a->u64[i] *= p->mask) break;
     case FC_NCCL_TYPE_f16: LOOP(a->u16[i] = f2h(h2f(a->u16[i]) * s)) break;
     case FC_NCCL_TYPE_bf16: LOOP(a->u16[i] = f2bf(bf2f(a->u16[i]) * s)) break;
-    case FC_NCCL_TYPE_f8e4m3: LOOP(a->u8[i] = fp8_result(e4m3_to_f(a->u8[i]) * s, true)) break;
-    case FC_NCCL_TYPE_f8e5m2: LOOP(a->u8[i] = fp8_result(e5m2_to_f(a->u8[i]) * s, false)) break;
+    case FC_NCCL_TYPE_f8e4m3: case FC_NCCL_TYPE_f8e5m2: LOOP(a->u8[i] = p->f8premul[a->u8[i]])
+        break;
     case FC_NCCL_TYPE_f32: LOOP(a->f32[i] = canon_f32(a->f32[i] * s)) break;
     case FC_NCCL_TYPE_f64: LOOP(a->f64[i] *= p->dscalar) break;
     }
@@ -266,14 +291,16 @@ static void postdiv_block(const params *p, block *a) {
     const uint32_t d = p->divisor;
     switch (p->type) {
     case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_POSTDIV(uint8_t, u8, uint32_t, 0x80u); break;
-    case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: INT_POSTDIV(uint32_t, u32, uint32_t, 0x80000000u); break;
+    case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32:
+        INT_POSTDIV(uint32_t, u32, uint32_t, 0x80000000u);
+        break;
     case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64:
         INT_POSTDIV(uint64_t, u64, uint64_t, 0x8000000000000000u);
         break;
     }
 }
 
-static void init_params(params *p, const fc_redop *op) {
+static void init_params(params *p, const fc_redop *op, bool pre) {
     memset(p, 0, sizeof *p);
     p->type = op->type;
     p->redop = op->redop;
@@ -289,6 +316,10 @@ static void init_params(params *p, const fc_redop *op) {
     case FC_NCCL_TYPE_f32: p->fscalar = u2f((uint32_t)op->arg); break;
     case FC_NCCL_TYPE_f64: memcpy(&p->dscalar, &op->arg, 8); break;
     }
+    bool e4m3 = op->type == FC_NCCL_TYPE_f8e4m3;
+    if (pre && (e4m3 || op->type == FC_NCCL_TYPE_f8e5m2))
+        for (int c = 0; c < 256; c++)
+            p->f8premul[c] = fp8_result(fp8_to_f((uint8_t)c, e4m3) * p->fscalar, e4m3);
 }
 
 /* bytes of src at off into a block; the rest of the block zeroed so every loop
@@ -309,7 +340,7 @@ void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs
         return;
     }
     params p;
-    init_params(&p, op);
+    init_params(&p, op, pre);
     _Alignas(64) block a, b;
     for (size_t first = 0; first < n; first += BLK) {
         size_t off = first * size, bytes = (n - first < BLK ? n - first : BLK) * size;
