@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -164,12 +165,58 @@ def test_a_hang_times_out(run_cli, tmp_path: Path) -> None:
     _assert_clean(run, shm)
 
 
-def test_cross_host_collectives_say_so(run_cli, tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "120", "--",
-                   sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce")
-    assert proc.returncode == 1, proc.stderr
-    assert "not simulated yet" in (run / "ranks" / "0" / "stderr").read_text()
+PROBE_OPS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv", "alltoall")
+
+
+def _probe(run_cli, run: Path, hosts: int, sizes: tuple[int, ...], ops: tuple[str, ...] = PROBE_OPS,
+           env: Optional[dict[str, str]] = None) -> dict:
+    """Launch the probe across hosts; every output is checked by the probe
+    itself against what NCCL must compute. Returns the report."""
+    shm = _shm()
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", str(hosts), "--gpus", "8", "--timeout", "1500",
+                   "--", sys.executable, "-m", "ncclsim.probe", "--ops", ",".join(ops),
+                   "--sizes", ",".join(map(str, sizes)), env=env, timeout=1600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = (run / "ranks" / "0" / "stdout").read_text()
+    for op in ops:
+        for size in sizes:
+            assert f"{op:<14} {size:>12} B  checked" in out, out[-3000:]
+    assert "destroyed 1 communicator(s)" in out
+    launch = json.loads((run / "launch.json").read_text())
+    assert all(r["status"] == 0 for r in launch["ranks"])
+    assert _run_processes(launch["run_id"]) == []
+    assert _shm() <= shm
+    report = _report(run_cli, run)
+    assert report["nnodes"] == hosts
+    assert report["transports"]["inter_host"] and all(
+        t.startswith("NET/ncclsim") for t in report["transports"]["inter_host"])
+    return report
+
+
+def test_cross_host_collectives_complete(run_cli, tmp_path: Path) -> None:
+    """2 x 8: every collective and send/receive from 8 B to 64 MiB crosses the
+    hosts and completes with NCCL's results; every communicator is destroyed;
+    the report has the algorithm and protocol NCCL chose per size."""
+    sizes = (8, 65536, 1 << 20, 64 << 20)
+    report = _probe(run_cli, tmp_path / "run", 2, sizes)
+    chosen = {(t["collective"], t["algorithm"], t["protocol"]) for t in report["tuning"]}
+    assert {c for c, _, _ in chosen} == {"AllReduce", "AllGather", "Broadcast", "Reduce", "ReduceScatter"}, chosen
+    assert {a for _, a, _ in chosen} <= {"RING", "TREE"} and {p for _, _, p in chosen} >= {"LL", "LL128"}, chosen
+    allreduce = {t["bytes"] for t in report["tuning"] if t["collective"] == "AllReduce"}
+    assert allreduce == set(sizes)
+    # send/receive between hosts goes through the proxy's shared buffers
+    assert "NET/ncclsim/GDRDMA/Shared" in report["transports"]["inter_host"]
+
+
+@pytest.mark.parametrize("algo,proto", [("Ring", None), ("Tree", None), ("Tree", "Simple")])
+def test_four_hosts_by_algorithm(run_cli, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
+    """4 x 8 with the algorithm (and protocol) forced: AllReduce completes."""
+    env = {"NCCL_ALGO": algo, **({"NCCL_PROTO": proto} if proto else {})}
+    report = _probe(run_cli, tmp_path / "run", 4, (8, 1 << 20, 16 << 20), ("allreduce",), env)
+    used = {(t["algorithm"], t["protocol"]) for t in report["tuning"] if t["collective"] == "AllReduce"}
+    assert used and {a for a, _ in used} == {algo.upper()}, used
+    if proto:
+        assert {p for _, p in used} == {proto.upper()}, used
 
 
 @pytest.mark.parametrize("args,message", [

@@ -189,6 +189,23 @@ static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int 
     fc_task_progress(p->t);
 }
 
+/* LL and LL128 stage a step's words: the result, the source, one per
+ * receive peer, each `words` long, in the flow's scratch buffer. */
+static uint64_t *staging(fc_prims *p, size_t words)
+{
+    uint64_t *tmp = fc_task_scratch(p->t, (words ? words : 1) * (size_t)(2 + p->nrecv) * 8);
+    if (!tmp) fc_emu_fail(p->e, "%s: out of memory", p->who);
+    return tmp;
+}
+
+/* nelem elements of the user's buffer, zero-padded to `bytes`. */
+static void take_source(const fc_prims *p, void *dst, size_t bytes, int src, int64_t srcIx, int64_t nelem)
+{
+    size_t n = (size_t)nelem * p->esz;
+    memcpy(dst, p->bufs[src] + srcIx * (int64_t)p->esz, n);
+    memset((char *)dst + n, 0, bytes - n);
+}
+
 /* ---- Simple (prims_simple.h genericOp) ---- */
 
 static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
@@ -286,23 +303,20 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
         }
     /* Lines carry whole 8-byte words: stage everything in word-padded buffers. */
     size_t bytes = nlines * 8;
-    uint64_t *tmp = calloc(nlines ? nlines * (size_t)(2 + p->nrecv) : 1, 8);
-    if (!tmp) {
-        fc_emu_fail(p->e, "%s: out of memory", p->who);
-        return;
-    }
+    uint64_t *tmp = staging(p, nlines);
+    if (!tmp) return;
     uint64_t *result = tmp, *mine = tmp + nlines;
     const void *srcs[2 + FC_PRIMS_MAX_PEERS];
     int nsrcs = 0;
     if (src != FC_BUF_NONE) {
-        memcpy(mine, p->bufs[src] + srcIx * (int64_t)p->esz, (size_t)nelem * p->esz);
+        take_source(p, mine, bytes, src, srcIx, nelem);
         srcs[nsrcs++] = mine;
     }
     if (recv)
         for (int i = 0; i < p->nrecv; i++) {
             ll_line *lines = ll_slot(p, &p->recv[i], p->rstep[i]);
             uint32_t flag = (uint32_t)(p->rstep[i] + 1);
-            if (!ll_wait_lines(p, i, lines, nlines, flag)) goto out;
+            if (!ll_wait_lines(p, i, lines, nlines, flag)) return;
             uint64_t *w = tmp + nlines * (size_t)(2 + i);
             for (size_t j = 0; j < nlines; j++) w[j] = lines[j].data1 | (uint64_t)lines[j].data2 << 32;
             srcs[nsrcs++] = w;
@@ -323,8 +337,6 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
     if (send)
         for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
     fc_task_progress(p->t);
-out:
-    free(tmp);
 }
 
 /* ---- LL128 (prims_ll128.h GenericOp): 128-byte lines, the last word a flag ---- */
@@ -368,22 +380,19 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
             if (!wait_send(p, i, p->sstep[i] + 1)) return;
             fifo_set_size(p, &p->send[i], p->sstep[i], (int64_t)(nslices * LL128_SLICE_WORDS * 8));
         }
-    uint64_t *tmp = calloc(dataWords ? dataWords * (size_t)(2 + p->nrecv) : 1, 8);
-    if (!tmp) {
-        fc_emu_fail(p->e, "%s: out of memory", p->who);
-        return;
-    }
+    uint64_t *tmp = staging(p, dataWords);
+    if (!tmp) return;
     uint64_t *result = tmp, *mine = tmp + dataWords;
     const void *srcs[2 + FC_PRIMS_MAX_PEERS];
     int nsrcs = 0;
     if (src != FC_BUF_NONE) {
-        memcpy(mine, p->bufs[src] + srcIx * (int64_t)p->esz, (size_t)nelem * p->esz);
+        take_source(p, mine, dataWords * 8, src, srcIx, nelem);
         srcs[nsrcs++] = mine;
     }
     if (recv)
         for (int i = 0; i < p->nrecv; i++) {
             volatile uint64_t *words = ll128_slot(p, &p->recv[i], p->rstep[i]);
-            if (!ll128_wait_lines(p, i, words, nlines, p->rstep[i] + 1)) goto out;
+            if (!ll128_wait_lines(p, i, words, nlines, p->rstep[i] + 1)) return;
             uint64_t *w = tmp + dataWords * (size_t)(2 + i);
             for (size_t j = 0; j < nlines; j++)
                 memcpy(w + j * (LL128_LINE_WORDS - 1), (const void *)(words + j * LL128_LINE_WORDS),
@@ -410,8 +419,6 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
     if (recv)
         for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, ++p->rstep[i]);
     fc_task_progress(p->t);
-out:
-    free(tmp);
 }
 
 void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,

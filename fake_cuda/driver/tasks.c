@@ -29,6 +29,8 @@ struct fc_task {
     bool done;
     const char *waiting; /* what it blocked on last */
     void *stack;
+    void *scratch;
+    size_t scratch_size;
 };
 
 struct fc_sched {
@@ -110,6 +112,24 @@ void fc_task_join(fc_task *t)
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
 
+void *fc_task_scratch(fc_task *t, size_t n)
+{
+    if (n > t->scratch_size) {
+        void *p = realloc(t->scratch, n);
+        if (!p) return NULL;
+        t->scratch = p;
+        t->scratch_size = n;
+    }
+    return t->scratch;
+}
+
+static void task_free(fc_task *t)
+{
+    free(t->scratch);
+    free(t->stack);
+    free(t);
+}
+
 static void report_stall(fc_sched *s)
 {
     int n = 0;
@@ -134,8 +154,7 @@ bool fc_sched_run(fc_sched *s)
             swapcontext(&s->main, &t->ctx);
             if (t->done) {
                 *at = t->next;
-                free(t->stack);
-                free(t);
+                task_free(t);
             } else {
                 at = &t->next;
             }
@@ -170,8 +189,7 @@ void fc_sched_free(fc_sched *s)
     while (s->tasks) { /* flows abandoned by a stop */
         fc_task *t = s->tasks;
         s->tasks = t->next;
-        free(t->stack);
-        free(t);
+        task_free(t);
     }
     free(s);
 }

@@ -11,6 +11,7 @@
 #define NCCLSIM_DRIVER_TASKS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct fc_sched fc_sched;
@@ -38,6 +39,10 @@ void fc_task_progress(fc_task *t);
 /* Inside a flow: wait until every flow spawned with it as parent returned. */
 void fc_task_join(fc_task *t);
 fc_sched *fc_task_sched(fc_task *t);
+/* Inside a flow: a buffer of at least n bytes, owned by the flow (reused by
+ * its next call, freed with the flow, also when a stop abandons it). NULL
+ * when out of memory. */
+void *fc_task_scratch(fc_task *t, size_t n);
 
 /* Block until cond holds. */
 #define FC_WAIT_UNTIL(t, cond, what)                                           \

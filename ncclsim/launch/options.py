@@ -59,5 +59,11 @@ def resolve_command(name: str) -> str:
     return found
 
 
+# What the built-in probe runs by default: one AllReduce per size from 8 B to
+# 16 MiB, enough for the report to show NCCL's algorithm and protocol choices.
+PROBE_DEFAULT_ARGS = ("--ops", "allreduce", "--sizes", "8,64K,1M,16M")
+
+
 def probe_command(gpus_per_process: int) -> tuple[str, ...]:
-    return (sys.executable, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus_per_process))
+    return (sys.executable, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus_per_process),
+            *PROBE_DEFAULT_ARGS)
