@@ -14,7 +14,8 @@
 /* arg is NCCL's redOpArg (ncclDevWorkColl.redOpArg) as hostToDevRedOp built it:
  *   MinMax     integers: xor mask (sign bit for signed types, all bits for max);
  *              floats: bit 0 set for max, clear for min
- *   PreMulSum  the scalar, in the element type, in the low bytes
+ *   PreMulSum  the scalar, in the element type, in the low bytes (when
+ *              redOpArgIsPtr, the element it points to: RedOpArg::loadArg)
  *   SumPostDiv (integers only) divisor << 1 | isSigned */
 typedef struct {
     int type;

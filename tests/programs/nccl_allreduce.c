@@ -31,9 +31,12 @@ int main(void)
     float **bufs = calloc((size_t)n, sizeof *bufs);
     const size_t count = 1 << 18;
     NCCL(ncclCommInitAll(comms, n, NULL));
-    for (int d = 0; d < n; d++) {
+    float *host = malloc(count * sizeof(float));
+    for (int d = 0; d < n; d++) { /* GPU d holds d + 1 + i % 5 at i */
+        for (size_t i = 0; i < count; i++) host[i] = (float)(d + 1 + (int)(i % 5));
         CUDA(cudaSetDevice(d));
         CUDA(cudaMalloc((void **)&bufs[d], count * sizeof(float)));
+        CUDA(cudaMemcpy(bufs[d], host, count * sizeof(float), cudaMemcpyHostToDevice));
         CUDA(cudaStreamCreate(&streams[d]));
     }
     NCCL(ncclGroupStart());
@@ -43,6 +46,17 @@ int main(void)
     for (int d = 0; d < n; d++) {
         CUDA(cudaSetDevice(d));
         CUDA(cudaStreamSynchronize(streams[d]));
+    }
+    for (int d = 0; d < n; d++) { /* in place: the sum over GPUs everywhere */
+        CUDA(cudaSetDevice(d));
+        CUDA(cudaMemcpy(host, bufs[d], count * sizeof(float), cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < count; i++) {
+            float want = (float)(n * (n + 1) / 2 + n * (int)(i % 5));
+            if (host[i] != want) {
+                fprintf(stderr, "GPU %d element %zu: %g, expected %g\n", d, i, host[i], want);
+                return 1;
+            }
+        }
     }
     for (int d = 0; d < n; d++) NCCL(ncclCommDestroy(comms[d]));
     int version;
