@@ -5,7 +5,7 @@
    header), so a layout slip on either side shows up as wrong values.
 2. Two processes connect both ways and exchange 0 B, 1 B, 1 MiB and 64 MiB
    messages (tags matched, actual sizes reported); a closed peer is an error.
-3. Unmodified NCCL (2.32.3 installed, 2.21.5 from the cache) loads the plugin
+3. Unmodified NCCL (2.30.7 installed, 2.21.5 from the cache) loads the plugin
    and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
 
 This file is also the harness the subprocesses of 1 and 2 run:
@@ -492,7 +492,7 @@ def test_nccl_connects_two_hosts_through_the_plugin(nccl: str, nccl_build, plugi
                                                     mpiexec: Path, clean_env: dict[str, str],
                                                     tmp_path: Path) -> None:
     _, text = run_two_hosts(nccl_build(nccl), plugin, mpiexec, clean_env, tmp_path, topology=False)
-    if nccl == "installed":  # 2.32 tries v12 first; 2.21 tries v8 first and logs nothing for it
+    if nccl == "installed":  # 2.30 tries v12 first; 2.21 tries v8 first and logs nothing for it
         assert text.count("NET/Plugin: Loaded net plugin ncclsim (v12)") == 4
     else:
         assert text.count(f"NET/Plugin: Plugin name set by env to {plugin}") >= 4

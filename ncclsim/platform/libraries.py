@@ -18,7 +18,7 @@ class Libraries:
     simulator_dir: Path
     simulator: tuple[str, ...]  # which of SIMULATOR_LIBRARIES are present
     nccl: Path
-    nccl_version: str  # from ncclGetVersion, e.g. "2.32.3"
+    nccl_version: str  # from ncclGetVersion, e.g. "2.30.7"
     cudart: Path
 
     def to_json(self) -> dict[str, Any]:
