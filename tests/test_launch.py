@@ -219,6 +219,23 @@ def test_four_hosts_by_algorithm(run_cli, tmp_path: Path, algo: str, proto: Opti
         assert {p for _, p in used} == {proto.upper()}, used
 
 
+def test_a_stalled_collective_says_what_it_waits_for(run_cli, tmp_path: Path) -> None:
+    """Rank 1 never joins rank 0's AllReduce: rank 0's emulated kernel reports
+    what it waits for, and --timeout stops both and names them."""
+    run = tmp_path / "run"
+    shm = _shm()
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "20", "--",
+                   sys.executable, str(Path(__file__).parent / "workloads" / "allreduce_one_side.py"),
+                   env={"NCCLSIM_STALL_SECONDS": "2"}, timeout=120)
+    assert proc.returncode == 124, proc.stderr[-3000:]
+    assert "timed out: rank(s) 0, 1 still running were stopped" in proc.stderr, proc.stderr[-3000:]
+    err = (run / "ranks" / "0" / "stderr").read_text()
+    assert "NCCL kernel emulation: no progress for 2 s" in err, err[-3000:]
+    assert re.search(r"rank 0 channel \d+ AllReduce_Sum_f32_\w+.*: waiting for \w+( \w+)* (from|to) rank 1", err), \
+        err[-3000:]
+    _assert_clean(run, shm)
+
+
 @pytest.mark.parametrize("args,message", [
     (["--hosts", "0"], "--hosts must be 1.."),
     (["--gpus", "0"], "--gpus must be at least 1"),

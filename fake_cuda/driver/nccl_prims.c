@@ -141,11 +141,13 @@ void fc_prims_fini(fc_prims *p)
 
 static bool aborted(const fc_prims *p) { return fc_emu_failed(p->e) || (p->e->abortFlag && *p->e->abortFlag); }
 
-static void describe(fc_prims *p, const char *what, bool send, int i, uint64_t want, uint64_t have)
+/* What a blocked flow waits for, for the stall report. */
+static void describe(fc_prims *p, const char *what, bool send, int i, uint64_t step, const char *seen,
+                     uint64_t value)
 {
     snprintf(p->waiting, sizeof p->waiting, "%s: %s %s rank %d (step %llu, %s %llu)", p->who, what,
-             send ? "to" : "from", send ? p->send[i].peer : p->recv[i].peer, (unsigned long long)want,
-             send ? "head" : "tail", (unsigned long long)have);
+             send ? "to" : "from", send ? p->send[i].peer : p->recv[i].peer, (unsigned long long)step, seen,
+             (unsigned long long)value);
 }
 
 /* Block until *ptr + ahead >= want, in the kernel's unsigned 64-bit
@@ -156,7 +158,7 @@ static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, ui
 {
     uint64_t v = load_acq(ptr);
     if (v + ahead >= want) return true;
-    describe(p, what, send, i, want, v);
+    describe(p, what, send, i, want, send ? "head" : "tail", v);
     while ((v = load_acq(ptr)) + ahead < want) {
         if (aborted(p)) return false;
         fc_task_block(p->t, p->waiting);
@@ -275,7 +277,7 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
 {
     for (size_t j = 0; j < nlines; j++) {
         if (ll_ready(&lines[j], flag)) continue;
-        describe(p, "waiting for LL lines", false, i, p->rstep[i], j);
+        describe(p, "waiting for LL lines", false, i, p->rstep[i], "first missing line", j);
         while (!ll_ready(&lines[j], flag)) {
             if (aborted(p)) return false;
             fc_task_block(p->t, p->waiting);
@@ -352,7 +354,7 @@ static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_
     for (size_t j = 0; j < nlines; j++) {
         volatile uint64_t *f = &words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1];
         if (load_acq(f) == flag) continue;
-        describe(p, "waiting for LL128 lines", false, i, p->rstep[i], j);
+        describe(p, "waiting for LL128 lines", false, i, p->rstep[i], "first missing line", j);
         while (load_acq(f) != flag) {
             if (aborted(p)) return false;
             fc_task_block(p->t, p->waiting);

@@ -16,8 +16,9 @@
 #define SPIN_PASSES 64
 #define SLEEP_MIN_NS 20000L
 #define SLEEP_MAX_NS 500000L
-/* No progress for this long: say once what every flow waits for. */
-#define STALL_REPORT_NS (30ull * 1000000000ull)
+/* No progress for this long: say once what every flow waits for
+ * (NCCLSIM_STALL_SECONDS, default 30; 0: never). */
+#define STALL_REPORT_DEFAULT_S 30
 
 struct fc_task {
     ucontext_t ctx;
@@ -40,6 +41,7 @@ struct fc_sched {
     uint64_t progress;
     fc_sched_stop_fn stop;
     void *stop_arg;
+    uint64_t stall_ns; /* 0: no stall report */
 };
 
 static uint64_t now_ns(void)
@@ -55,6 +57,9 @@ fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
     if (s) {
         s->stop = stop;
         s->stop_arg = stop_arg;
+        const char *env = getenv("NCCLSIM_STALL_SECONDS");
+        double secs = env && *env ? strtod(env, NULL) : STALL_REPORT_DEFAULT_S;
+        s->stall_ns = secs > 0 ? (uint64_t)(secs * 1e9) : 0;
     }
     return s;
 }
@@ -134,8 +139,8 @@ static void report_stall(fc_sched *s)
 {
     int n = 0;
     for (fc_task *t = s->tasks; t; t = t->next) n++;
-    fc_log_fatal_config("NCCL kernel emulation: no progress for %llu s; %d flow(s) waiting:",
-                        (unsigned long long)(STALL_REPORT_NS / 1000000000ull), n);
+    fc_log_fatal_config("NCCL kernel emulation: no progress for %.0f s; %d flow(s) waiting:",
+                        (double)s->stall_ns / 1e9, n);
     int shown = 0;
     for (fc_task *t = s->tasks; t && shown < 16; t = t->next, shown++)
         fc_log_fatal_config("  %s", t->waiting ? t->waiting : "(running)");
@@ -175,7 +180,7 @@ bool fc_sched_run(fc_sched *s)
         nanosleep(&ts, NULL);
         uint64_t now = now_ns();
         if (!idle_since) idle_since = now;
-        if (!reported && now - idle_since > STALL_REPORT_NS) {
+        if (!reported && s->stall_ns && now - idle_since > s->stall_ns) {
             report_stall(s);
             reported = true;
         }

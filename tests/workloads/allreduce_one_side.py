@@ -1,0 +1,32 @@
+"""Two ranks under MPI: rank 0 all-reduces, rank 1 never calls the collective.
+
+Rank 0's emulated kernel waits for steps from rank 1 that never come: the
+stall report (NCCLSIM_STALL_SECONDS) and launch's --timeout must say so."""
+
+from __future__ import annotations
+
+import time
+
+from mpi4py import MPI
+
+from ncclsim.probe.bindings import NCCL_FLOAT32, NCCL_SUM, load
+
+libs = load()
+ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
+world = MPI.COMM_WORLD
+rank = world.Get_rank()
+uid = ffi.new("ncclUniqueId *")
+if rank == 0:
+    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
+ffi.memmove(uid, raw, len(raw))
+libs.cuda_check(cuda.cudaSetDevice(0), "cudaSetDevice")
+comm = ffi.new("ncclComm_t *")
+libs.nccl_check(nccl.ncclCommInitRank(comm, 2, uid[0], rank), "ncclCommInitRank")
+buf = ffi.new("void **")
+libs.cuda_check(cuda.cudaMalloc(buf, 1024), "cudaMalloc")
+if rank == 0:
+    libs.nccl_check(nccl.ncclAllReduce(buf[0], buf[0], 256, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
+                    "ncclAllReduce")
+    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")  # never returns
+time.sleep(600)
