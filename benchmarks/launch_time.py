@@ -59,30 +59,16 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (loadavg, machine, machine_busy_s, median, PYTHON, rollup, ROOT, table,  # noqa: E402
-                    temp_dir, write_json)
+from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
+                    ppid, raise_priority, rollup, ROOT, table, temp_dir, write_json)
 
 MB = 1e6
 SUSTAIN = 5
 INIT_RE = re.compile(r"Init timings - ncclCommInitRank: rank (\d+) nranks (\d+) total ([\d.]+) \(([^)]*)\)")
 
 
-def _raise_priority() -> bool:
-    """The sampler competes with up to 64 busy rank processes for 2 cores; at
-    normal priority it then samples every ~1.5 s instead of every 100 ms.
-    Root may raise its priority (nice -10); the launch goes back to 0."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, -10)
-        return True
-    except OSError:
-        return False
 
 
-def _normal_priority() -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError:
-        pass
 
 
 def lib_fingerprint() -> dict[str, str]:
@@ -98,12 +84,6 @@ def lib_fingerprint() -> dict[str, str]:
     return out
 
 
-def ncclsim_exe() -> str:
-    exe = Path(PYTHON).parent / "ncclsim"
-    if not exe.exists():
-        sys.exit(f"benchmarks: {exe} missing: run with the interpreter of an environment where "
-                 "ncclsim is installed (e.g. /tmp/venv/bin/python)")
-    return str(exe)
 
 
 @dataclass(frozen=True)
@@ -150,11 +130,6 @@ def _environ(pid: int) -> Optional[list[bytes]]:
 
 
 
-def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 def _shm_names() -> set[str]:
@@ -232,7 +207,7 @@ class RunSampler:
                     continue
             if f"NCCLSIM_RUN_ID={self.run_id}".encode() in env:
                 self.members[pid] = _is_rank(pid)
-            elif _ppid(pid) != self.launch_pid:
+            elif ppid(pid) != self.launch_pid:
                 self.not_ours.add(pid)
 
     def sample(self) -> None:
@@ -329,7 +304,7 @@ def run_once(c: Config, run_dir: Path, interval: float, timeout: float) -> Run:
     t0 = time.perf_counter()
     with open(run_dir.parent / f"{run_dir.name}.out", "wb") as log:
         p = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=_normal_priority)
+                             stdin=subprocess.DEVNULL, preexec_fn=normal_priority)
         sampler.launch_pid = p.pid
         while p.poll() is None:
             sampler.sample()
@@ -385,7 +360,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ncclsim_exe()
 
     info = machine()
-    info["sampler_nice_minus_10"] = _raise_priority()
+    info["sampler_nice_minus_10"] = raise_priority()
     libs_start = lib_fingerprint()
     runs: dict[Config, list[Run]] = {c: [] for c in configs}
     with temp_dir("launch") as tmp:

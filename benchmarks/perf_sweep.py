@@ -46,20 +46,14 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (loadavg, machine, machine_busy_s, median, PYTHON, rollup, ROOT, table,  # noqa: E402
-                    temp_dir, write_json)
+from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
+                    ppid, PYTHON, raise_priority, rollup, ROOT, table, temp_dir, write_json)
 
 MB = 1e6
 SOURCE = ROOT / "tests" / "programs" / "nccl_perf.cu"
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+(?:sum|none)\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A)$")
 
 
-def ncclsim_exe() -> str:
-    exe = Path(PYTHON).parent / "ncclsim"
-    if not exe.exists():
-        sys.exit(f"benchmarks: {exe} missing: run with the interpreter of an environment where "
-                 "ncclsim is installed (e.g. /tmp/venv/bin/python)")
-    return str(exe)
 
 
 # ---------------------------------------------------------------- build
@@ -106,27 +100,10 @@ def build(out_dir: Path) -> tuple[Path, float]:
 
 # ---------------------------------------------------------------- sampling
 
-def _raise_priority() -> bool:
-    """16 busy ranks share 2 cores: at normal priority the sampler misses its period."""
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, -10)
-        return True
-    except OSError:
-        return False
 
 
-def _normal_priority() -> None:
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, 0)
-    except OSError:
-        pass
 
 
-def _ppid(pid: int) -> int:
-    try:
-        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return 0
 
 
 class RunSampler:
@@ -161,7 +138,7 @@ class RunSampler:
                 continue
             if self.var in env:
                 self.members[pid] = self._is_rank(pid)
-            elif _ppid(pid) != self.launch_pid:
+            elif ppid(pid) != self.launch_pid:
                 self.not_ours.add(pid)
 
     def sample(self) -> None:
@@ -236,7 +213,7 @@ def run_once(exe: Path, run_dir: Path, args: argparse.Namespace, check: bool) ->
     log_path = run_dir.parent / f"{run_dir.name}.out"
     with open(log_path, "wb") as log:
         p = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=log, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL, preexec_fn=_normal_priority)
+                             stdin=subprocess.DEVNULL, preexec_fn=normal_priority)
         sampler.launch_pid = p.pid
         while p.poll() is None:
             sampler.sample()
@@ -283,7 +260,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ncclsim_exe()
 
     info = machine()
-    info["sampler_nice_minus_10"] = _raise_priority()
+    info["sampler_nice_minus_10"] = raise_priority()
     variants = [False, True] if args.check else [False]
     runs: dict[bool, list[Run]] = {v: [] for v in variants}
     with temp_dir("perf") as tmp:
