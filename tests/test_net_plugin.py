@@ -23,7 +23,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 PLUGIN = "libnccl-net-ncclsim.so"
 VERSIONS = tuple(range(5, 13))  # every version the plugin exports

@@ -9,7 +9,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, Optional, TextIO
+from typing import Mapping, TextIO
 
 from ncclsim.launch import rank_script, rundir
 from ncclsim.launch.environment import rank_environment
