@@ -208,6 +208,27 @@ def test_cross_host_collectives_complete(run_cli, tmp_path: Path) -> None:
     assert "NET/ncclsim/GDRDMA/Shared" in report["transports"]["inter_host"]
 
 
+@pytest.mark.parametrize("preset,intra,inter", [
+    ("dgx-a100", "P2P/CUMEM/read", "NET/ncclsim/GDRDMA"),  # P2P read mode on A100 NVLink
+    ("pcie-l40s", "SHM/direct", "NET/ncclsim"),           # shared memory; NICs without GPU Direct
+])
+def test_cross_host_collectives_on_presets(run_cli, tmp_path: Path, preset: str, intra: str,
+                                           inter: str) -> None:
+    """Other transports carry the emulated protocol too: every operation completes, checked."""
+    shm = _shm()
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--run-dir", str(run), "--preset", preset, "--hosts", "2", "--gpus", "8",
+                   "--timeout", "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops", "all",
+                   "--sizes", "8,1M", timeout=700)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = (run / "ranks" / "0" / "stdout").read_text()
+    assert out.count(" checked") == 2 * len(PROBE_OPS), out[-3000:]
+    report = _report(run_cli, run)
+    assert intra in report["transports"]["intra_host"], report["transports"]
+    assert inter in report["transports"]["inter_host"], report["transports"]
+    _assert_clean(run, shm)
+
+
 @pytest.mark.parametrize("algo,proto", [("Ring", None), ("Tree", None), ("Tree", "Simple")])
 def test_four_hosts_by_algorithm(run_cli, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
     """4 x 8 with the algorithm (and protocol) forced: AllReduce completes."""
@@ -226,9 +247,9 @@ def test_a_stalled_collective_says_what_it_waits_for(run_cli, tmp_path: Path) ->
     shm = _shm()
     proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "20", "--",
                    sys.executable, str(Path(__file__).parent / "workloads" / "allreduce_one_side.py"),
-                   env={"NCCLSIM_STALL_SECONDS": "2"}, timeout=120)
+                   env={"NCCLSIM_STALL_SECONDS": "2", "NCCL_RUNTIME_CONNECT": "0"}, timeout=120)
     assert proc.returncode == 124, proc.stderr[-3000:]
-    assert "timed out: rank(s) 0, 1 still running were stopped" in proc.stderr, proc.stderr[-3000:]
+    assert "timed out: rank(s) 0-1 still running were stopped" in proc.stderr, proc.stderr[-3000:]
     err = (run / "ranks" / "0" / "stderr").read_text()
     assert "NCCL kernel emulation: no progress for 2 s" in err, err[-3000:]
     assert re.search(r"rank 0 channel \d+ AllReduce_Sum_f32_\w+.*: waiting for \w+( \w+)* (from|to) rank 1", err), \

@@ -1,7 +1,8 @@
 """Two ranks under MPI: rank 0 all-reduces, rank 1 never calls the collective.
 
-Rank 0's emulated kernel waits for steps from rank 1 that never come: the
-stall report (NCCLSIM_STALL_SECONDS) and launch's --timeout must say so."""
+Run with NCCL_RUNTIME_CONNECT=0 (connections made at init, which both ranks
+join), rank 0's emulated kernel waits for steps from rank 1 that never come:
+the stall report (NCCLSIM_STALL_SECONDS) and launch's --timeout must say so."""
 
 from __future__ import annotations
 
