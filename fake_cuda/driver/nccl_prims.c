@@ -43,9 +43,8 @@ static char *simple_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
 {
     const fc_nccl_layout *L = p->e->L;
     if (c->fifo) {
-        volatile char *f = fifo_entry(p, c, step);
-        int32_t mode = *(volatile int32_t *)(f + L->connFifo_mode.off);
-        if (mode == NCCL_MODE_OFFSET) return c->buff + *(volatile int32_t *)(f + L->connFifo_offset.off);
+        const void *f = (const void *)fifo_entry(p, c, step);
+        if (fc_nccl_get(f, L->connFifo_mode) == NCCL_MODE_OFFSET) return c->buff + fc_nccl_get(f, L->connFifo_offset);
     }
     size_t stride = (size_t)(c->stepSize / (int)p->esz) * p->esz;
     return c->buff + (step % (uint64_t)L->NCCL_STEPS) * stride;
