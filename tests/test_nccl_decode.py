@@ -106,7 +106,7 @@ def check_decoded(version: str, proc: subprocess.CompletedProcess, events: list[
 
 
 # Oldest and newest release of each flavour; the others below when cached.
-ALWAYS = ["2.30.7", "2.23.4", "cu13:2.30.7", "cu13:2.27.7"]
+ALWAYS = ["2.32.3", "2.23.4", "cu13:2.32.3", "cu13:2.27.7"]
 
 
 @pytest.mark.parametrize("spec", ALWAYS)
@@ -138,25 +138,25 @@ def test_launches_decoded_cached_release(spec: str, sim_env, nccl_build, tmp_pat
 
 
 def test_unsupported_release_fails_fast(sim_env, nccl_build, tmp_path: Path) -> None:
-    """2.32.3 is not in the table: its kernel launches fail at once with one
+    """2.21.5 is not in the table: its kernel launches fail at once with one
     line naming the release and the supported range, and NCCL reports the
     failed launch to the program (no hang)."""
-    build = nccl_build("2.32.3")
+    build = nccl_build("2.21.5")
     version = re.search(r"#define NCCL_VERSION_CODE (\d+)", (build.include_dir / "nccl.h").read_text())
     assert version and int(version.group(1)) not in {r["code"] for r in releases().values()}
-    proc, events = run_probe(build, sim_env, tmp_path, "2.32.3")
+    proc, events = run_probe(build, sim_env, tmp_path, "2.21.5")
     assert proc.returncode == 1, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if "not supported" in line]
     assert len(lines) == 1, proc.stderr[-3000:]
-    assert "NCCL 2.32.3 is not supported" in lines[0] and "supported: NCCL 2.23.4 to 2.30.7" in lines[0]
+    assert "NCCL 2.21.5 is not supported" in lines[0] and "supported: NCCL 2.23.4 to 2.32.3" in lines[0]
     assert "ncclGroupEnd (allreduce) failed" in proc.stderr  # NCCL returned the failed launch
     assert [e["event"] for e in events] == ["nccl_unsupported"]
-    assert events[0]["args"]["version"] == "2.32.3"
+    assert events[0]["args"]["version"] == "2.21.5"
 
 
 def test_layout_data_generates_c(tmp_path: Path) -> None:
     """The data turns into a table that compiles warning-free against the
-    driver's header, and covers every release from 2.23.4 to 2.30.7."""
+    driver's header, and covers every release from 2.23.4 to 2.32.3."""
     out = tmp_path / "nccl_layouts_gen.c"
     subprocess.run([sys.executable, str(LAYOUTS / "gen_layouts.py"), str(out)], check=True)
     subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
@@ -164,7 +164,7 @@ def test_layout_data_generates_c(tmp_path: Path) -> None:
     text = out.read_text()
     rel = releases()
     cu12 = [v for v, r in rel.items() if "cu12" in r["wheels"]]
-    assert cu12[0] == "2.23.4" and cu12[-1] == "2.30.7"
+    assert cu12[0] == "2.23.4" and cu12[-1] == "2.32.3"
     for ver in rel:
         assert f'{{"{ver}", ' in text
     # funcId lists: 2.30.7's AllReduce f32 Sum entries are where NCCL put them
