@@ -105,8 +105,9 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->bufs[FC_BUF_OUTPUT] = (char *)output;
     int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
     p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
-    if (!p->esz) {
-        fc_emu_fail(e, "%s: unknown data type %d", who, op.type);
+    if (!p->esz || !fc_redop_valid(&op)) {
+        fc_emu_fail(e, "%s: no reduction for data type %d, operator %d, argument 0x%llx", who, op.type, op.redop,
+                    (unsigned long long)op.arg);
         return false;
     }
     /* Simple rounds each connection's step up to a whole chunk; a receiver
