@@ -257,6 +257,17 @@ def test_a_stalled_collective_says_what_it_waits_for(run_cli, tmp_path: Path) ->
     _assert_clean(run, shm)
 
 
+def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:
+    """ncclCommAbort while the emulated kernel waits for a peer: NCCL's abort
+    flag stops it, the stream completes, every rank exits 0."""
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "60", "--",
+                   sys.executable, str(Path(__file__).parent / "workloads" / "allreduce_one_side.py"), "abort",
+                   env={"NCCL_RUNTIME_CONNECT": "0"}, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the aborted collective's stream completed" in (run / "ranks" / "0" / "stdout").read_text()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--hosts", "0"], "--hosts must be 1.."),
     (["--gpus", "0"], "--gpus must be at least 1"),

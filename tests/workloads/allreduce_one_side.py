@@ -2,10 +2,13 @@
 
 Run with NCCL_RUNTIME_CONNECT=0 (connections made at init, which both ranks
 join), rank 0's emulated kernel waits for steps from rank 1 that never come:
-the stall report (NCCLSIM_STALL_SECONDS) and launch's --timeout must say so."""
+the stall report (NCCLSIM_STALL_SECONDS) and launch's --timeout must say so.
+With the argument `abort`, rank 0 calls ncclCommAbort after 2 s instead: the
+emulated kernel must stop, its stream complete, and both ranks exit 0."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 from mpi4py import MPI
@@ -26,8 +29,13 @@ comm = ffi.new("ncclComm_t *")
 libs.nccl_check(nccl.ncclCommInitRank(comm, 2, uid[0], rank), "ncclCommInitRank")
 buf = ffi.new("void **")
 libs.cuda_check(cuda.cudaMalloc(buf, 1024), "cudaMalloc")
+abort = sys.argv[1:] == ["abort"]
 if rank == 0:
     libs.nccl_check(nccl.ncclAllReduce(buf[0], buf[0], 256, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
                     "ncclAllReduce")
-    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")  # never returns
-time.sleep(600)
+    if abort:
+        time.sleep(2)
+        libs.nccl_check(nccl.ncclCommAbort(comm[0]), "ncclCommAbort")
+    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")  # without abort: never
+    print("rank 0: the aborted collective's stream completed", flush=True)
+time.sleep(4 if abort else 600)
