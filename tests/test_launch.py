@@ -268,6 +268,26 @@ def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:
     assert "the aborted collective's stream completed" in (run / "ranks" / "0" / "stdout").read_text()
 
 
+def test_another_nccl_release(run_cli, tmp_path: Path) -> None:
+    """--nccl: the ranks load that release (fetched once into the cache); its
+    collectives cross the hosts too."""
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--nccl", "2.23.4", "--hosts", "2", "--gpus", "2", "--timeout", "300", "--",
+                   sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce,alltoall", "--sizes", "8,1M")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _report(run_cli, run)["nccl_version"].startswith("2.23.4")
+    assert json.loads((run / "launch.json").read_text())["options"]["nccl"] == "2.23.4"
+
+
+def test_a_release_that_does_not_exist(run_cli, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--nccl", "2.99.1", "--hosts", "2")
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ncclsim: error: cannot fetch nvidia-nccl-cu12==2.99.1 from PyPI: "), proc.stderr
+    assert not run.exists()
+
+
 @pytest.mark.parametrize("args,message", [
     (["--hosts", "0"], "--hosts must be 1.."),
     (["--gpus", "0"], "--gpus must be at least 1"),
@@ -275,6 +295,8 @@ def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:
     (["--"], "missing command"),
     (["--", "/no/such/program"], "command not found: /no/such/program"),
     (["--gpus", "8", "--gpus-per-process", "3"], "does not divide"),
+    (["--nccl", "cu14:2.30.7"], "unknown NCCL flavour 'cu14'"),
+    (["--nccl", "2.30"], "not an NCCL version: '2.30'"),
 ])
 def test_bad_arguments(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
     run = tmp_path / "run"

@@ -18,6 +18,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",
                    help="stop every rank after S seconds, naming the ones still running (default: none)")
+    p.add_argument("--nccl", default="installed", metavar="SPEC",
+                   help="the NCCL release the ranks load: 'installed' (default, the wheel installed with "
+                        "ncclsim), or a PyPI release such as 2.27.7 or cu13:2.32.3, fetched once into "
+                        "ncclsim's cache")
     p.add_argument("--run-dir", type=Path, metavar="DIR",
                    help="where logs, dumps and the report go (default ncclsim-runs/<time>-<H>x<G>)")
     p.add_argument("command", nargs=argparse.REMAINDER,
@@ -34,7 +38,7 @@ def options(args: argparse.Namespace) -> LaunchOptions:
         raise LaunchError("missing command after `--`")
     return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset, nics=args.nics,
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
-                         run_dir=args.run_dir, command=tuple(command))
+                         run_dir=args.run_dir, command=tuple(command), nccl=args.nccl)
 
 
 def execute(args: argparse.Namespace) -> int:

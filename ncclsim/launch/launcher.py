@@ -16,6 +16,7 @@ from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions, probe_command, resolve_command
 from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
+from ncclsim.nccl import wheels
 from ncclsim.paths import nccl_lib_dir
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
@@ -75,6 +76,19 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
     run.launch_json.write_text(json.dumps(doc, indent=1))
 
 
+def _nccl_lib(spec: str, err: TextIO) -> Path:
+    """The directory of the libnccl.so.2 the ranks load; a release not cached
+    yet is fetched from PyPI first (errors before anything runs)."""
+    if spec == "installed":
+        return nccl_lib_dir()
+    flavour, version = wheels.parse_spec(spec)
+    if not wheels.is_cached(spec):
+        err.write(f"ncclsim: fetching nvidia-nccl-{flavour}=={version} from PyPI (once, into "
+                  f"{wheels.cache_root()})\n")
+        err.flush()
+    return wheels.fetch(spec).lib_dir
+
+
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
            err: TextIO = sys.stderr) -> int:
     opts.check()
@@ -88,7 +102,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     per_host = gpus // opts.gpus_per_process
     nranks = opts.hosts * per_host
     exe = mpiexec()
-    nccl_lib = nccl_lib_dir()
+    nccl_lib = _nccl_lib(opts.nccl, err)
 
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
     write_host_artifacts(cluster, run.root)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Optional
 
 from ncclsim import NcclsimError
+from ncclsim.nccl.wheels import parse_spec
 
 MAX_HOSTS = 1024
 
@@ -28,6 +29,7 @@ class LaunchOptions:
     timeout: float = 0.0  # seconds; 0: none
     run_dir: Optional[Path] = None
     command: tuple[str, ...] = ()  # empty: the built-in probe
+    nccl: str = "installed"  # or a release spec of ncclsim.nccl.wheels ("2.27.7", "cu13:2.32.3")
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -42,6 +44,8 @@ class LaunchOptions:
             raise LaunchError(f"--timeout must be 0 (none) or more seconds, got {self.timeout:g}")
         if self.command:
             resolve_command(self.command[0])
+        if self.nccl != "installed":
+            parse_spec(self.nccl)
 
 
 def resolve_command(name: str) -> str:

@@ -67,11 +67,21 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return flavour, version
 
 
-def fetch(spec: str, environ: Mapping[str, str] = os.environ) -> NcclBuild:
-    """The NCCL release `spec` ("2.21.5", "cu13:2.32.3"), downloading it once."""
+def _cached(spec: str, environ: Mapping[str, str]) -> NcclBuild:
     flavour, version = parse_spec(spec)
     dest = cache_root(environ) / f"{flavour}-{version}"
-    build = NcclBuild(flavour, version, dest / "lib", dest / "include")
+    return NcclBuild(flavour, version, dest / "lib", dest / "include")
+
+
+def is_cached(spec: str, environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether `spec` is already in the cache (False: fetch() will download it)."""
+    return _cached(spec, environ).library.exists()
+
+
+def fetch(spec: str, environ: Mapping[str, str] = os.environ) -> NcclBuild:
+    """The NCCL release `spec` ("2.21.5", "cu13:2.32.3"), downloading it once."""
+    build = _cached(spec, environ)
+    flavour, version, dest = build.flavour, build.version, build.lib_dir.parent
     if build.library.exists():
         return build
     dest.parent.mkdir(parents=True, exist_ok=True)
