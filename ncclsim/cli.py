@@ -18,6 +18,7 @@ from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.launch import cli as launch_cli
 from ncclsim.probe import cli as probe_cli
 from ncclsim.report import cli as report_cli
+from ncclsim.sweep import cli as sweep_cli
 from ncclsim.topology import cli as topo_cli
 
 SCHEMA_VERSION = 1
@@ -166,6 +167,14 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
                                         "built and save it as RUN_DIR/run.json.")
     report_cli.add_arguments(report)
     report.set_defaults(func=lambda args, environ, out, catalog: report_cli.execute(args))
+
+    sweep = sub.add_parser("sweep", help="run launch over shapes, NCCL releases and settings (for CI)",
+                           description="Run `ncclsim launch` for every combination of presets, host "
+                                       "and GPU counts, NCCL releases and settings; print a table "
+                                       "(and JSON/CSV) of what NCCL built in each; exit 1 when a run "
+                                       "fails or an --expect does not hold.")
+    sweep_cli.add_arguments(sweep)
+    sweep.set_defaults(func=lambda args, environ, out, catalog: sweep_cli.execute(args, environ, out))
 
     topo = sub.add_parser("topo", help="generate or validate topology files (presets, NCCL XML)",
                           description="Cluster topologies as files: per-host NCCL topology XML "

@@ -1,0 +1,109 @@
+"""`ncclsim sweep`: run `launch` over every combination of presets, host
+counts, GPU counts, NCCL releases and settings; print a table, write JSON and
+CSV, and fail when a run fails or breaks an expectation."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Optional, TextIO
+
+from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
+from ncclsim.nccl import wheels
+from ncclsim.sweep import expect, matrix, output
+from ncclsim.sweep.metrics import METRICS
+from ncclsim.sweep.runner import Outcome, run_all
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", default=DEFAULT_PRESET, metavar="P1,P2",
+                   help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
+    p.add_argument("--hosts", default="2", metavar="H1,H2", help="simulated hosts (default 2)")
+    p.add_argument("--gpus", default="", metavar="G1,G2", help="GPUs per host (default: the preset's)")
+    p.add_argument("--nccl", default="installed", metavar="V1,V2",
+                   help="NCCL releases: 'installed' or PyPI releases such as 2.27.7, cu13:2.32.3; each "
+                        "is fetched once into the cache before anything runs")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=V1,V2",
+                   help="a setting the ranks get, with the values to try (repeatable), e.g. "
+                        "--env NCCL_ALGO=Ring,Tree")
+    p.add_argument("--expect", action="append", default=[], metavar="EXPR",
+                   help="NAME OP VALUE that every run must satisfy (repeatable), e.g. 'nNodes==2', "
+                        "'channels>=16', 'inter_transport==NET'; NAME: " + ", ".join(METRICS))
+    p.add_argument("--jobs", type=int, default=0, metavar="N",
+                   help="runs at a time (default: 1 per 4 CPUs, at least 1)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="launch --timeout of every run (default 600 s; 0: none)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="where each run's directory and sweep.json go (default ncclsim-sweeps/<time>)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON here")
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write the results as CSV here")
+    p.add_argument("command", nargs=argparse.REMAINDER,
+                   help="-- CMD ARGS...: what every run runs (default: launch's built-in probe)")
+
+
+def _points(args: argparse.Namespace) -> list[matrix.Point]:
+    presets = matrix.split_list(args.preset, "--preset")
+    for name in presets:
+        load_preset(name)  # a bad preset or spec stops the sweep before anything runs
+    gpus: list[Optional[int]] = list(matrix.int_list(args.gpus, "--gpus")) if args.gpus.strip() else [None]
+    releases = matrix.split_list(args.nccl, "--nccl")
+    for spec in releases:
+        if spec != "installed":
+            wheels.parse_spec(spec)
+    env = [matrix.env_axis(e) for e in args.env]
+    return matrix.points(presets, matrix.int_list(args.hosts, "--hosts"), gpus, releases, env)
+
+
+def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
+    """Each release once, before any run: one that does not exist stops the sweep here."""
+    for spec in dict.fromkeys(p.nccl for p in points):
+        if spec != "installed" and not wheels.is_cached(spec):
+            err.write(f"ncclsim sweep: fetching NCCL {spec} from PyPI (once)\n")
+            err.flush()
+            wheels.fetch(spec)
+
+
+def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
+            err: TextIO = sys.stderr) -> int:
+    points = _points(args)
+    expectations = [expect.parse(e) for e in args.expect]
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if args.command and not command:
+        raise matrix.SweepError("missing command after `--`")
+    if args.jobs < 0:
+        raise matrix.SweepError(f"--jobs must be 1 or more, got {args.jobs}")
+    jobs = args.jobs or max(1, (os.cpu_count() or 1) // 4)
+    out_dir = args.out or Path("ncclsim-sweeps") / time.strftime("%Y%m%d-%H%M%S")
+    _fetch_releases(points, err)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    err.write(f"ncclsim sweep: {len(points)} run(s), {jobs} at a time; runs in {out_dir}\n")
+
+    def progress(done: int, o: Outcome) -> None:
+        state = "ok" if o.ok and not o.violations else "VIOLATED" if o.ok else "FAILED"
+        err.write(f"ncclsim sweep: [{done}/{len(points)}] {o.point.name}: {state} in {o.wall:.1f} s\n")
+        err.flush()
+
+    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, progress)
+    out.write(output.table(outcomes))
+    axes = {"preset": args.preset, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
+            "env": args.env, "expect": args.expect, "command": command}
+    doc = output.to_json(outcomes, axes)
+    output.write_json(out_dir / "sweep.json", doc)
+    if args.json:
+        output.write_json(args.json, doc)
+    if args.csv:
+        output.write_csv(args.csv, outcomes)
+    violations = [f"{o.point.name}: {v}" for o in outcomes for v in o.violations]
+    failed = [o for o in outcomes if not o.ok]
+    for v in violations:
+        err.write(f"ncclsim sweep: expectation not met: {v}\n")
+    for o in failed:
+        err.write(f"ncclsim sweep: {o.point.name} failed: {o.error}; run directory {o.run_dir}\n")
+    err.write(f"ncclsim sweep: {len(outcomes) - len(failed)}/{len(outcomes)} run(s) ok, "
+              f"{len(violations)} expectation(s) not met; results in {out_dir / 'sweep.json'}\n")
+    return 1 if failed or violations else 0
