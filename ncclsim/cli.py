@@ -18,6 +18,7 @@ from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.launch import cli as launch_cli
 from ncclsim.probe import cli as probe_cli
 from ncclsim.report import cli as report_cli
+from ncclsim.report import diff as report_diff
 from ncclsim.sweep import cli as sweep_cli
 from ncclsim.topology import cli as topo_cli
 
@@ -124,6 +125,15 @@ def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
     return probe_cli.execute(args)
 
 
+def cmd_diff(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, catalog: GpuCatalog) -> int:
+    diffs = report_diff.diff_paths(args.a, args.b)
+    if args.json:
+        out.write(json.dumps(report_diff.to_json(diffs), indent=1) + "\n")
+    else:
+        out.write(report_diff.to_text(diffs))
+    return 1 if any(d.changes for d in diffs) else 0
+
+
 def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
     parser = _Parser(prog="ncclsim", description=__doc__)
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
@@ -168,6 +178,17 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
     report_cli.add_arguments(report)
     report.set_defaults(func=lambda args, environ, out, catalog: report_cli.execute(args))
 
+    diff = sub.add_parser("diff", help="what changed between two runs or two sweeps",
+                          description="Compare two runs (run directories or run.json) or two sweeps "
+                                      "(sweep.json or a sweep's directory, point by point): NCCL "
+                                      "version, shape, channels, rings, trees, connections by "
+                                      "transport, algorithm and protocol per collective and size. "
+                                      "Exit status 0 when nothing changed, 1 otherwise.")
+    diff.add_argument("a", type=Path, metavar="A")
+    diff.add_argument("b", type=Path, metavar="B")
+    diff.add_argument("--json", action="store_true", help="print the differences as JSON")
+    diff.set_defaults(func=cmd_diff)
+
     sweep = sub.add_parser("sweep", help="run launch over shapes, NCCL releases and settings (for CI)",
                            description="Run `ncclsim launch` for every combination of presets, host "
                                        "and GPU counts, NCCL releases and settings; print a table "
@@ -176,9 +197,10 @@ def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
     sweep_cli.add_arguments(sweep)
     sweep.set_defaults(func=lambda args, environ, out, catalog: sweep_cli.execute(args, environ, out))
 
-    topo = sub.add_parser("topo", help="generate or validate topology files (presets, NCCL XML)",
+    topo = sub.add_parser("topo", help="generate, validate, import and draw topologies (presets, NCCL XML)",
                           description="Cluster topologies as files: per-host NCCL topology XML "
-                                      "and platform files from a preset, and their validation.")
+                                      "and platform files from a preset, their validation, specs "
+                                      "imported from real machines, and pictures.")
     topo_cli.add_arguments(topo)
     topo.set_defaults(func=lambda args, environ, out, catalog: topo_cli.execute(args, out, catalog))
     return parser
