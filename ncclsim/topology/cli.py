@@ -4,6 +4,10 @@
         DIR/h<i>/topo.xml (NCCL_TOPO_FILE) and DIR/h<i>/platform.conf (NCCLSIM_PLATFORM)
     ncclsim topo validate FILE
         an NCCL topology XML, or a preset/spec YAML (*.yaml, *.yml)
+    ncclsim topo render SOURCE -o OUT.svg|OUT.png [--channel N] [--json]
+        a picture of a preset, spec, XML or run directory (render_cli.py)
+    ncclsim topo import FILE -o SPEC.yaml [--gpu-model M] [--json]
+        a spec from an NCCL topology XML or `nvidia-smi topo -m` output (import_cli.py)
 
 Errors are NcclsimError: the caller prints them as one line and exits 2.
 """
@@ -26,6 +30,8 @@ from ncclsim.cluster.platform_config import platform_config
 from ncclsim.cluster.presets import DEFAULT_PRESET, Preset, available_presets, load_preset
 from ncclsim.platform.config import write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.topology import import_cli
+from ncclsim.topology import render_cli
 from ncclsim.topology.validate import BRIDGE_CLASSES, validate_topology
 from ncclsim.topology.xml_writer import TopologyXmlWriter
 
@@ -74,11 +80,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     val.add_argument("file", type=Path, metavar="FILE")
     val.add_argument("--json", action="store_true", help="print the summary as JSON")
 
+    render_cli.add_parser(sub)  # `topo render`: pictures (ncclsim/topology/render_cli.py)
+    import_cli.add_parser(sub)  # `topo import`: a spec from NCCL XML or nvidia-smi topo -m
+
 
 def execute(args: argparse.Namespace, out: TextIO, catalog: Optional[GpuCatalog] = None) -> int:
     catalog = catalog or load_models()
     if args.topo_command == "generate":
         return cmd_generate(args, out, catalog)
+    if args.topo_command == "render":
+        return render_cli.cmd_render(args, out, catalog)
+    if args.topo_command == "import":
+        return import_cli.cmd_import(args, out, catalog)
     return cmd_validate(args, out, catalog)
 
 

@@ -1,0 +1,92 @@
+"""Values an input may not give, taken from ncclsim's preset of the same GPU
+model (dgx-h100 for H100, dgx-a100 for A100, pcie-l40s for L40S): the CPU,
+PCI switch and NIC of the machine those GPUs usually sit in, and its NVSwitch
+fabric. Also: which model a GPU is, from its PCI device id or compute
+capability."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Optional
+
+from ncclsim.cluster.presets import (
+    DEFAULT_PRESET, CpuSpec, NicSpec, Preset, SwitchSpec, available_presets, load_preset)
+from ncclsim.cluster.model import PciIdentity, PciLink
+from ncclsim.platform.models import GpuCatalog, GpuModel
+
+NVIDIA_VENDOR = 0x10DE
+
+# Variants of a catalog model's chip that ncclsim presents as that model (to
+# NCCL they differ in memory size and device id): device id -> (name, sm).
+VARIANTS: dict[int, tuple[str, int]] = {
+    0x20B0: ("A100-SXM4-40GB", 80), 0x20B5: ("A100 80GB PCIe", 80), 0x2324: ("H800", 90),
+    0x2331: ("H100 PCIe", 90), 0x2335: ("H200", 90), 0x26B5: ("L40", 89),
+}
+
+
+@dataclass(frozen=True)
+class Reference:
+    preset: str
+    cpu: CpuSpec
+    switch_identity: PciIdentity
+    switch_link: PciLink
+    nic: NicSpec
+    nvlink_split: tuple[int, ...]  # a GPU's NVLinks per NVSwitch; () without NVSwitches
+
+
+def _first_switch(p: Preset) -> Optional[SwitchSpec]:
+    for s in p.sockets:
+        if s.switches:
+            return s.switches[0]
+    return None
+
+
+def reference_for(model: str) -> Reference:
+    """The preset of `model` (the default preset when it is of that model, else
+    the first by name); the default preset when none is."""
+    names = available_presets()
+    ordered = ([DEFAULT_PRESET] if DEFAULT_PRESET in names else []) + \
+        [n for n in names if n != DEFAULT_PRESET]
+    presets = [load_preset(n) for n in ordered]
+    chosen = next((p for p in presets if {g.model for g in p.gpus()} == {model}), presets[0])
+    switch = _first_switch(chosen)
+    nics = chosen.nics()
+    if switch is None or not nics:
+        raise AssertionError(f"preset {chosen.name} has no PCI switch or NIC to copy")
+    gpu = chosen.gpus()[0]
+    split: tuple[int, ...] = ()
+    if gpu.model == model and gpu.nvlinks and all(t in chosen.nvswitches for t, _ in gpu.nvlinks):
+        split = tuple(count for _, count in gpu.nvlinks)
+    return Reference(chosen.name, chosen.cpu, switch.identity, switch.link, nics[0], split)
+
+
+def nvswitch_split(ref: Reference, links: int) -> tuple[int, ...]:
+    """How `links` NVLinks of a GPU spread over NVSwitches: as on the reference
+    machine when it has that many, else all to one switch (NCCL merges a GPU's
+    NVSwitch links into one NVS node anyway)."""
+    return ref.nvlink_split if sum(ref.nvlink_split) == links else (links,)
+
+
+def model_by_device(catalog: GpuCatalog, device: int) -> Optional[tuple[GpuModel, Optional[str]]]:
+    """The catalog model with this PCI device id, or the one presenting a known
+    variant (with the variant's name, for a note)."""
+    for m in catalog:
+        if m.pci_device_id == device:
+            return m, None
+    if device in VARIANTS:
+        name, sm = VARIANTS[device]
+        found = model_by_sm(catalog, sm)
+        if found is not None:
+            return found, name
+    return None
+
+
+def model_by_sm(catalog: GpuCatalog, sm: int) -> Optional[GpuModel]:
+    """The catalog model of this compute capability, when exactly one is."""
+    matches = [m for m in catalog if m.sm == sm]
+    return matches[0] if len(matches) == 1 else None
+
+
+def most_common(values: list[str]) -> str:
+    return Counter(values).most_common(1)[0][0]

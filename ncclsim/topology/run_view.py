@@ -1,0 +1,209 @@
+"""A run directory as a topology graph with NCCL's rings and trees laid over it.
+
+The hosts are the topology files the run gave NCCL (`hosts/h<i>/topo.xml`,
+written by `ncclsim launch`); a run directory without them (NCCL output of
+another launcher) uses NCCL's topology dump of rank 0's host for every host.
+Rings, trees and the NIC of each connection come from the report (`run.json`,
+or the logs when it is missing).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import networkx as nx
+
+from ncclsim import NcclsimError
+from ncclsim.platform.env import nccl_host_id
+from ncclsim.platform.models import GpuCatalog
+from ncclsim.platform.pci import PciAddress, PciFormatError
+from ncclsim.report.build import LAUNCH_JSON, RUN_JSON, build_report
+from ncclsim.topology.graph import NETWORK, gpu_node, nic_node, nodes_of
+from ncclsim.topology.graph_paths import nearest_nic
+from ncclsim.topology.graph_xml import from_xml_files
+
+HOST_XML = "hosts/h{}/topo.xml"
+# NCCL's per-connection NIC: "NET/IB/3/GDRDMA", "NET/ncclsim/0(2)/GDRDMA" (via proxy rank 2).
+_VIA_NIC = re.compile(r"^NET/[^/]+/(\d+)")
+
+
+class RunViewError(NcclsimError):
+    """A run directory whose report or topology cannot be read."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One hop of a ring or tree: from one rank's GPU to the next, through the
+    NICs and the network when it leaves the host."""
+    algorithm: str  # "ring" or "tree"
+    channel: int
+    src_rank: int
+    dst_rank: int
+    path: tuple[str, ...]  # node ids, GPU to GPU
+
+    @property
+    def id(self) -> str:
+        return f"{self.algorithm}:ch{self.channel}:{self.path[0]}->{self.path[-1]}"
+
+
+@dataclass(frozen=True)
+class RunView:
+    graph: nx.Graph
+    report: Mapping[str, Any]  # run.json's document
+    rank_gpu: Mapping[int, str]  # rank -> GPU node
+    rings: Mapping[int, tuple[int, ...]]
+    trees: Mapping[int, Mapping[int, tuple[Optional[int], tuple[int, ...]]]]  # rank -> (up, down)
+    nic_dev: Mapping[tuple[int, int, int], int]  # (channel, src, dst) -> NIC index NCCL logged
+    notes: tuple[str, ...]
+
+    def segments(self, algorithm: str, channels: Sequence[int]) -> list[Segment]:
+        hops: list[tuple[int, int, int]] = []
+        for c in channels:
+            if algorithm == "ring":
+                order = self.rings.get(c, ())
+                hops += [(c, a, b) for a, b in zip(order, order[1:] + order[:1]) if a != b]
+            else:
+                tree = self.trees.get(c, {})
+                hops += [(c, rank, child) for rank, (_, down) in sorted(tree.items())
+                         for child in down]
+        return [Segment(algorithm, c, a, b, self.hop_path(c, a, b)) for c, a, b in hops
+                if a in self.rank_gpu and b in self.rank_gpu]
+
+    def hop_path(self, channel: int, a: int, b: int) -> tuple[str, ...]:
+        ga, gb = self.rank_gpu[a], self.rank_gpu[b]
+        if self.graph.nodes[ga]["host"] == self.graph.nodes[gb]["host"]:
+            return (ga, gb)
+        dev = self.nic_dev.get((channel, a, b), self.nic_dev.get((channel, b, a)))
+        return (ga, *self._nic(ga, dev), NETWORK, *self._nic(gb, dev), gb)
+
+    def _nic(self, gpu: str, dev: Optional[int]) -> tuple[str, ...]:
+        """The NIC NCCL logged (same index on both hosts, as its graph search
+        gives symmetric hosts), else the one nearest the GPU."""
+        host = self.graph.nodes[gpu]["host"]
+        if dev is not None:
+            node = nic_node(int(host[1:]), dev)
+            if node in self.graph:
+                return (node,)
+        nic = nearest_nic(self.graph, gpu)
+        return (nic,) if nic else ()
+
+
+def is_run_dir(path: Path) -> bool:
+    """What `launch` writes (launch.json, run.json), or NCCL's graph dump and logs."""
+    return any((path / name).is_file() for name in (LAUNCH_JSON, RUN_JSON)) or \
+        any(path.glob("graph*.xml")) or any(path.glob("*.log"))
+
+
+def load_run(run_dir: Path, catalog: GpuCatalog) -> RunView:
+    report = _report(run_dir)
+    host_ids = [h for h in report.get("hosts") or [] if isinstance(h, str)]
+    graph = _graph(run_dir, max(len(host_ids), _launch_hosts(run_dir), 1), host_ids, catalog)
+    notes: list[str] = []
+    rank_gpu = _rank_gpus(graph, report, host_ids, notes)
+    for rank, gpu in rank_gpu.items():
+        graph.nodes[gpu]["rank"] = rank
+        graph.nodes[gpu]["label"] += f"\nrank {rank}"
+    rings = {int(c): tuple(r) for c, r in (report.get("rings") or {}).items()}
+    trees = {int(c): {int(r): (n.get("up"), tuple(n.get("down") or ())) for r, n in nodes.items()}
+             for c, nodes in (report.get("trees") or {}).items()}
+    if not rings:
+        notes.append("the report has no rings (did NCCL initialise?)")
+    return RunView(graph, report, rank_gpu, rings, trees, _nic_devs(report), tuple(notes))
+
+
+def _report(run_dir: Path) -> dict[str, Any]:
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        return build_report(run_dir).to_json()
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise RunViewError(f"{path}: not readable as a report ({e}); rebuild it with "
+                           f"`ncclsim report {run_dir}`") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("ranks"), list):
+        raise RunViewError(f"{path}: not an ncclsim report (no ranks); rebuild it with "
+                           f"`ncclsim report {run_dir}`")
+    return doc
+
+
+def _launch_hosts(run_dir: Path) -> int:
+    try:
+        hosts = json.loads((run_dir / LAUNCH_JSON).read_text()).get("hosts")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return hosts if isinstance(hosts, int) else 0
+
+
+def _graph(run_dir: Path, nhosts: int, host_ids: list[str], catalog: GpuCatalog) -> nx.Graph:
+    files = [run_dir / HOST_XML.format(i) for i in range(nhosts)]
+    labels = [host_ids[i] if i < len(host_ids) else f"h{i}" for i in range(nhosts)]
+    if all(f.is_file() for f in files):
+        return from_xml_files(files, catalog, labels)
+    dump = _topology_dump(run_dir)
+    if dump is None:
+        raise RunViewError(f"{run_dir}: no topology to draw: neither hosts/h<i>/topo.xml nor "
+                           "NCCL's dump (topo-dump.xml; set NCCL_TOPO_DUMP_FILE)")
+    return from_xml_files([dump] * nhosts, catalog, labels)
+
+
+def _topology_dump(run_dir: Path) -> Optional[Path]:
+    found = sorted(run_dir.glob("topo*.xml"), key=lambda p: ("dump" not in p.name, p.name))
+    return found[0] if found else None
+
+
+def _host_index(host: Any, host_ids: list[str], nhosts: int) -> Optional[int]:
+    for i in range(nhosts):
+        if host == nccl_host_id(i):
+            return i
+    return host_ids.index(host) if host in host_ids else None
+
+
+def _rank_gpus(g: nx.Graph, report: Mapping[str, Any], host_ids: list[str],
+               notes: list[str]) -> dict[int, str]:
+    """Rank -> GPU node, by the rank's host and PCI bus id (the domain differs
+    between the run's hosts and a dump repeated for all of them), else its device."""
+    nhosts = len(nodes_of(g, "host"))
+    mapping: dict[int, str] = {}
+    for r in report.get("ranks") or []:
+        h = _host_index(r.get("host"), host_ids, nhosts)
+        if h is None:
+            notes.append(f"rank {r.get('rank')}: host {r.get('host')!r} not in the topology")
+            continue
+        node = _gpu_by_bus(g, h, r.get("busid"))
+        if node is None and isinstance(r.get("device"), int) and gpu_node(h, r["device"]) in g:
+            node = gpu_node(h, r["device"])
+        if node is None:
+            notes.append(f"rank {r.get('rank')}: no GPU {r.get('busid')} on host h{h}")
+        else:
+            mapping[int(r["rank"])] = node
+    return mapping
+
+
+def _gpu_by_bus(g: nx.Graph, host: int, busid: Any) -> Optional[str]:
+    try:
+        want = PciAddress.parse(str(busid))
+    except PciFormatError:
+        return None
+    for node in nodes_of(g, "gpu", f"h{host}"):
+        have = g.nodes[node].get("bus_id")
+        if have and _bdf(PciAddress.parse(have)) == _bdf(want):
+            return node
+    return None
+
+
+def _bdf(a: PciAddress) -> tuple[int, int, int]:
+    return (a.bus, a.device, a.function)
+
+
+def _nic_devs(report: Mapping[str, Any]) -> dict[tuple[int, int, int], int]:
+    devs = {}
+    for c in report.get("connections") or []:
+        m = _VIA_NIC.match(str(c.get("via", "")))
+        if m and isinstance(c.get("to"), int):
+            devs[(int(c["channel"]), int(c["from"]), int(c["to"]))] = int(m.group(1))
+    return devs
+
