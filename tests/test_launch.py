@@ -74,6 +74,18 @@ def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
     assert net and {c["transport"] for c in net} == {"NET/ncclsim/GDRDMA"}
     for c in net:
         assert int(c["via"].split("/")[2]) == c["from"] % 8 == c["to"] % 8, c
+    # The report says the same from the hosts' topology graph: the NIC each rank
+    # sends by is the one nearest its GPU (on the GPU's PCI switch, 2 hops).
+    nics = report["nics"]
+    assert nics["topology"] == ["hosts/h0/topo.xml", "hosts/h1/topo.xml"]
+    for r in nics["ranks"]:
+        nic = f"h{r['rank'] // 8}/nic{r['rank'] % 8}"
+        assert r["gpu"] == f"h{r['rank'] // 8}/gpu{r['rank'] % 8}"
+        assert r["nearest"]["nic"] == nic and r["nearest"]["hops"] == 2
+        assert [(u["nic"], u["nearest"]) for u in r["used"]] in ([], [(nic, True)]), r
+    assert {r["rank"] for r in nics["ranks"] if r["used"]} == {c["from"] for c in net}
+    check = next(c for c in report["checks"] if c["name"] == "inter-host connections leave by the GPU's nearest NIC")
+    assert check["ok"], check
     assert report["transports"]["intra_host"] == ["P2P/CUMEM"]
     assert _run_processes(launch["run_id"]) == []
     assert _shm() <= shm

@@ -17,9 +17,13 @@ from pathlib import Path
 import pytest
 
 from ncclsim import NcclsimError
+from ncclsim.cluster.build import build_cluster
 from ncclsim.report import build_report, summary_text, write_run_json
 from ncclsim.report import cli as report_cli
 from ncclsim.report import parse_log as pl
+from ncclsim.topology.cli import write_hosts
+from ncclsim.topology.graph_paths import best_path
+from ncclsim.topology.graph_xml import from_xml_files
 
 DATA = Path(__file__).parent / "data" / "report"
 TWO_HOSTS = DATA / "two-hosts"
@@ -200,6 +204,103 @@ def test_hosts_without_hostid_fall_back_to_transport(tmp_path):
     failed = {c.name: c.detail for c in r.checks if not c.ok}
     assert failed["hosts match NCCL's node count"].startswith("1 host name(s) for nNodes 2")
     assert (r.transports.inter_host, r.transports.intra_host) == (("NET/Socket",), ("P2P/CUMEM",))
+    assert r.nics is None  # ranks cannot be placed on hosts
+
+
+# --- NICs between hosts, against the topology graph -----------------------------
+
+NIC_CHECK = "inter-host connections leave by the GPU's nearest NIC"
+
+
+def _nic_check(report):
+    return next(c for c in report.checks if c.name == NIC_CHECK)
+
+
+def test_two_hosts_nics_from_nccl_dump(two_hosts):
+    """No hosts/ files: rank 0's dump (one socket NIC, `lo`, on the CPU) stands for both hosts."""
+    nics = two_hosts.nics
+    assert nics.topology == ("topo.xml", "topo.xml")
+    assert [(r.rank, r.gpu) for r in nics.ranks] == [(i, f"h{i // 8}/gpu{i % 8}") for i in range(16)]
+    assert {r.nearest.nic for r in nics.ranks} == {"h0/nic0", "h1/nic0"}
+    # the senders of test_two_hosts_transports' NET links, each by NIC 0 on both channels
+    used = {r.rank: [(u.nic, u.channels, u.nearest) for u in r.used] for r in nics.ranks if r.used}
+    assert used == {0: [("h0/nic0", (0, 1), True)], 1: [("h0/nic0", (0, 1), True)],
+                    8: [("h1/nic0", (0, 1), True)], 9: [("h1/nic0", (0, 1), True)]}
+    check = _nic_check(two_hosts)
+    assert check.ok and check.detail == "4 sending rank(s), 2 NIC(s)"
+    doc = json.loads(json.dumps(two_hosts.to_json()))["nics"]
+    assert doc["topology"] == ["topo.xml", "topo.xml"]
+    assert doc["ranks"][0] == {"rank": 0, "gpu": "h0/gpu0", "nearest": {"nic": "h0/nic0", "path_gbps": None, "hops": 2},
+                               "used": [{"nic": "h0/nic0", "path_gbps": None, "hops": 2, "channels": [0, 1],
+                                         "nearest": True}]}
+    assert doc["ranks"][2]["used"] == []
+    assert "NICs between hosts: 4 of 4 sending rank(s) use their GPU's nearest (topology: topo.xml)" \
+        in summary_text(two_hosts)
+
+
+def _with_dgx_h100_hosts(run: Path) -> None:
+    """The recorded run with ncclsim's host files of 2 x dgx-h100 (GPU i beside NIC i
+    on a PCI switch; the logs' bus ids are that preset's)."""
+    shutil.copytree(TWO_HOSTS, run)
+    write_hosts(build_cluster("dgx-h100", hosts=2), run / "hosts")
+
+
+def test_nic_check_fails_for_another_gpus_nic(tmp_path):
+    # The recorded run sent everything by socket NIC 0: rank 1 (GPU 1) leaves by GPU 0's NIC.
+    run = tmp_path / "run"
+    _with_dgx_h100_hosts(run)
+    r = build_report(run)
+    assert r.nics.topology == ("hosts/h0/topo.xml", "hosts/h1/topo.xml")
+    g = from_xml_files([run / "hosts" / "h0" / "topo.xml", run / "hosts" / "h1" / "topo.xml"])
+    used, near = best_path(g, "h0/gpu1", "h0/nic0"), best_path(g, "h0/gpu1", "h0/nic1")
+    assert near.hops == 2 and used.hops > near.hops  # GPU 1 -> its switch -> NIC 1
+    check = _nic_check(r)
+    assert not check.ok
+    assert check.detail == (f"rank 1 (h0/gpu1) channel 0: leaves by h0/nic0 ({used.bottleneck_gbps:g} GB/s, "
+                            f"{used.hops} hops), nearest h0/nic1 ({near.bottleneck_gbps:g} GB/s, 2 hops); "
+                            "1 more rank(s)")
+    bad = {x.rank: [(u.nic, u.nearest) for u in x.used] for x in r.nics.ranks if x.used}
+    assert bad == {0: [("h0/nic0", True)], 1: [("h0/nic0", False)], 8: [("h1/nic0", True)],
+                   9: [("h1/nic0", False)]}
+    text = summary_text(r)
+    assert f"  {NIC_CHECK}: rank 1 (h0/gpu1)" in text
+    assert "NICs between hosts: 2 of 4 sending rank(s) use their GPU's nearest " \
+           "(topology: hosts/h0/topo.xml, hosts/h1/topo.xml)" in text
+
+
+def test_nic_check_passes_when_each_gpu_sends_by_its_own_nic(tmp_path):
+    run = tmp_path / "run"
+    _with_dgx_h100_hosts(run)
+    # The sender's line names the link's NIC: make it the sending GPU's own (cudaDev in brackets).
+    send = re.compile(r"(: \d+\[(\d+)\] -> \d+\[\d+\] \[send\] via NET/Socket/)0")
+    for log in run.glob("*.log"):
+        log.write_text(send.sub(lambda m: m[1] + m[2], log.read_text()))
+    r = build_report(run)
+    check = _nic_check(r)
+    assert check.ok and check.detail == "4 sending rank(s), 4 NIC(s)"
+    used = {x.rank: [u.nic for u in x.used] for x in r.nics.ranks if x.used}
+    assert used == {0: ["h0/nic0"], 1: ["h0/nic1"], 8: ["h1/nic0"], 9: ["h1/nic1"]}
+    assert all(x.used[0].hops == 2 and x.used[0].path_gbps == x.nearest.path_gbps
+               for x in r.nics.ranks if x.used)
+
+
+def test_nic_check_left_out_without_a_topology(tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(TWO_HOSTS, run)
+    (run / "topo.xml").unlink()
+    r = build_report(run)
+    assert r.nics is None and NIC_CHECK not in {c.name for c in r.checks}
+    assert "NICs not checked: no topology (hosts/h<i>/topo.xml or NCCL's topo dump)" in r.notes
+    assert json.loads(json.dumps(r.to_json()))["nics"] is None
+    # one that cannot be read: a note naming the file, the rest of the report as before
+    (run / "hosts" / "h0").mkdir(parents=True)
+    (run / "hosts" / "h1").mkdir(parents=True)
+    (run / "hosts" / "h0" / "topo.xml").write_text("<system><cpu><pci busid='zz'/></cpu></system>\n")
+    (run / "hosts" / "h1" / "topo.xml").write_text("<system/>\n")
+    r = build_report(run)
+    assert r.nics is None and NIC_CHECK not in {c.name for c in r.checks}
+    assert any(n.startswith("NICs not checked: ") and "hosts/h0/topo.xml:1" in n for n in r.notes), r.notes
+    assert r.nranks == 16 and all(c.ok for c in r.checks)
 
 
 # --- one host, collectives -----------------------------------------------------
@@ -263,6 +364,7 @@ def test_launcher_layout_and_run_json(tmp_path):
     assert doc["logs"][:2] == ["ranks/0/nccl.log", "ranks/1/nccl.log"]
     assert doc["graphs"][0]["nchannels"] == 12
     assert doc["topology"]["file"] == "topo-dump.xml" and len(doc["topology"]["gpus"]) == 8
+    assert doc["nics"] is None  # one host: nothing leaves it
     exits = {r["rank"]: r.get("exit_status") for r in doc["ranks"]}
     assert exits[3] == 1 and exits[0] == 0
     assert "Non-zero exit: ranks 3" in summary_text(build_report(run))

@@ -12,8 +12,9 @@ from ncclsim import NcclsimError
 from ncclsim.report import dumps
 from ncclsim.report import parse_log as pl
 from ncclsim.report.collect import Collected, RankRecord, collect, read_log_lines
-from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, RankInfo, Report,
-                                  Topology, Transports, TuningEntry)
+from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, RankInfo,
+                                  Report, Topology, Transports, TuningEntry)
+from ncclsim.report.nics import nic_use
 from ncclsim.report.structure import build_rings, build_trees
 
 RUN_JSON = "run.json"
@@ -166,6 +167,12 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
                                      nranks)
     checks += ring_checks + tree_checks
     connections = _connections(records, host_of)
+    nics: Optional[Nics] = None
+    if host_of is not None and len(hosts) > 1:
+        launched = (launch or {}).get("hosts")
+        nhosts = max(len(hosts), launched if isinstance(launched, int) else 0)
+        nics, nic_check = nic_use(run_dir, nhosts, hosts, ranks, connections, notes)
+        checks += [nic_check] if nic_check else []
     if not graphs and rank0 is not None:
         graphs = _graphs_from_log(rank0)
     counts = _channel_counts(records, rank0, checks)
@@ -179,7 +186,7 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
         nvls=_nvls(records, counts, graphs), collnet=_collnet(records, counts, graphs, connections),
         tuning=_tuning(records), graphs=graphs, errors=_errors(collected),
         ranks=ranks, communicators=_communicators(collected, primary), checks=tuple(checks),
-        logs=tuple(log_names), topology=topology, launch=launch, notes=tuple(notes))
+        logs=tuple(log_names), topology=topology, launch=launch, nics=nics, notes=tuple(notes))
 
 
 def _rank_info(r: RankRecord, exits: dict[str, Optional[int]]) -> RankInfo:

@@ -173,6 +173,51 @@ class Check:
 
 
 @dataclass(frozen=True)
+class NicPath:
+    """A NIC of a GPU's host and the best path to it from the GPU (widest, then shortest)."""
+    nic: str  # node id of the topology graph: h<i>/nic<dev>
+    path_gbps: Optional[float]  # the path's bottleneck, GB/s one direction; None: unknown
+    hops: Optional[int]  # links along the path; None when the NIC is not in the topology
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nic": self.nic, "path_gbps": self.path_gbps, "hops": self.hops}
+
+
+@dataclass(frozen=True)
+class NicUse(NicPath):
+    """A NIC a rank's inter-host connections leave by (NCCL's `via NET/<net>/<dev>`)."""
+    channels: tuple[int, ...] = ()
+    nearest: bool = False  # as near as the GPU's nearest NIC (equal bottleneck and hops)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "channels": list(self.channels), "nearest": self.nearest}
+
+
+@dataclass(frozen=True)
+class RankNics:
+    rank: int
+    gpu: str  # node id of the topology graph: h<i>/gpu<dev>
+    nearest: Optional[NicPath]  # None: no NIC on the host
+    used: tuple[NicUse, ...]  # empty: the rank sends nothing to another host itself
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rank": self.rank, "gpu": self.gpu,
+                "nearest": self.nearest.to_json() if self.nearest else None,
+                "used": [u.to_json() for u in self.used]}
+
+
+@dataclass(frozen=True)
+class Nics:
+    """The NICs ranks send to other hosts by, against their GPU's nearest NIC in
+    the topology graph (ncclsim.topology); runs of more than one host only."""
+    topology: tuple[str, ...]  # the file read for each host, relative to the run directory
+    ranks: tuple[RankNics, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topology": list(self.topology), "ranks": [r.to_json() for r in self.ranks]}
+
+
+@dataclass(frozen=True)
 class CommSummary:
     comm_id: str
     nranks: int
@@ -213,6 +258,7 @@ class Report:
     logs: tuple[str, ...]
     topology: Optional[Topology] = None
     launch: Optional[dict[str, Any]] = None
+    nics: Optional[Nics] = None
     notes: tuple[str, ...] = field(default=())  # what could not be read, and why
 
     def to_json(self) -> dict[str, Any]:
@@ -236,6 +282,7 @@ class Report:
             "tuning": [t.to_json() for t in self.tuning],
             "graphs": [g.to_json() for g in self.graphs],
             "topology": self.topology.to_json() if self.topology else None,
+            "nics": self.nics.to_json() if self.nics else None,
             "errors": [e.to_json() for e in self.errors],
             "ranks": [r.to_json() for r in self.ranks],
             "communicators": [c.to_json() for c in self.communicators],

@@ -131,6 +131,11 @@ def _transports(report: Report) -> list[str]:
             n = sum(1 for c in report.connections if c.transport == kind and
                     (c.scope or "unknown") == scope.replace("-", "_"))
             lines.append(f"  {scope:<10}  {kind:<24} {n}")
+    sending = [r for r in report.nics.ranks if r.used] if report.nics else []
+    if sending:
+        near = sum(all(u.nearest for u in r.used) for r in sending)
+        lines.append(f"  NICs between hosts: {near} of {len(sending)} sending rank(s) use their GPU's nearest "
+                     f"(topology: {', '.join(dict.fromkeys(report.nics.topology))})")
     return lines
 
 

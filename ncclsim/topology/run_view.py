@@ -18,15 +18,12 @@ from typing import Any, Mapping, Optional, Sequence
 import networkx as nx
 
 from ncclsim import NcclsimError
-from ncclsim.platform.env import nccl_host_id
 from ncclsim.platform.models import GpuCatalog
-from ncclsim.platform.pci import PciAddress, PciFormatError
 from ncclsim.report.build import LAUNCH_JSON, RUN_JSON, build_report
-from ncclsim.topology.graph import NETWORK, gpu_node, nic_node, nodes_of
+from ncclsim.topology.graph import NETWORK, nic_node
 from ncclsim.topology.graph_paths import nearest_nic
-from ncclsim.topology.graph_xml import from_xml_files
+from ncclsim.topology.run_hosts import host_files, hosts_graph, rank_gpus
 
-HOST_XML = "hosts/h{}/topo.xml"
 # NCCL's per-connection NIC: "NET/IB/3/GDRDMA", "NET/ncclsim/0(2)/GDRDMA" (via proxy rank 2).
 _VIA_NIC = re.compile(r"^NET/[^/]+/(\d+)")
 
@@ -103,7 +100,7 @@ def load_run(run_dir: Path, catalog: GpuCatalog) -> RunView:
     host_ids = [h for h in report.get("hosts") or [] if isinstance(h, str)]
     graph = _graph(run_dir, max(len(host_ids), _launch_hosts(run_dir), 1), host_ids, catalog)
     notes: list[str] = []
-    rank_gpu = _rank_gpus(graph, report, host_ids, notes)
+    rank_gpu = rank_gpus(graph, report.get("ranks") or [], host_ids, notes)
     for rank, gpu in rank_gpu.items():
         graph.nodes[gpu]["rank"] = rank
         graph.nodes[gpu]["label"] += f"\nrank {rank}"
@@ -139,64 +136,11 @@ def _launch_hosts(run_dir: Path) -> int:
 
 
 def _graph(run_dir: Path, nhosts: int, host_ids: list[str], catalog: GpuCatalog) -> nx.Graph:
-    files = [run_dir / HOST_XML.format(i) for i in range(nhosts)]
-    labels = [host_ids[i] if i < len(host_ids) else f"h{i}" for i in range(nhosts)]
-    if all(f.is_file() for f in files):
-        return from_xml_files(files, catalog, labels)
-    dump = _topology_dump(run_dir)
-    if dump is None:
+    files = host_files(run_dir, nhosts)
+    if files is None:
         raise RunViewError(f"{run_dir}: no topology to draw: neither hosts/h<i>/topo.xml nor "
                            "NCCL's dump (topo-dump.xml; set NCCL_TOPO_DUMP_FILE)")
-    return from_xml_files([dump] * nhosts, catalog, labels)
-
-
-def _topology_dump(run_dir: Path) -> Optional[Path]:
-    found = sorted(run_dir.glob("topo*.xml"), key=lambda p: ("dump" not in p.name, p.name))
-    return found[0] if found else None
-
-
-def _host_index(host: Any, host_ids: list[str], nhosts: int) -> Optional[int]:
-    for i in range(nhosts):
-        if host == nccl_host_id(i):
-            return i
-    return host_ids.index(host) if host in host_ids else None
-
-
-def _rank_gpus(g: nx.Graph, report: Mapping[str, Any], host_ids: list[str],
-               notes: list[str]) -> dict[int, str]:
-    """Rank -> GPU node, by the rank's host and PCI bus id (the domain differs
-    between the run's hosts and a dump repeated for all of them), else its device."""
-    nhosts = len(nodes_of(g, "host"))
-    mapping: dict[int, str] = {}
-    for r in report.get("ranks") or []:
-        h = _host_index(r.get("host"), host_ids, nhosts)
-        if h is None:
-            notes.append(f"rank {r.get('rank')}: host {r.get('host')!r} not in the topology")
-            continue
-        node = _gpu_by_bus(g, h, r.get("busid"))
-        if node is None and isinstance(r.get("device"), int) and gpu_node(h, r["device"]) in g:
-            node = gpu_node(h, r["device"])
-        if node is None:
-            notes.append(f"rank {r.get('rank')}: no GPU {r.get('busid')} on host h{h}")
-        else:
-            mapping[int(r["rank"])] = node
-    return mapping
-
-
-def _gpu_by_bus(g: nx.Graph, host: int, busid: Any) -> Optional[str]:
-    try:
-        want = PciAddress.parse(str(busid))
-    except PciFormatError:
-        return None
-    for node in nodes_of(g, "gpu", f"h{host}"):
-        have = g.nodes[node].get("bus_id")
-        if have and _bdf(PciAddress.parse(have)) == _bdf(want):
-            return node
-    return None
-
-
-def _bdf(a: PciAddress) -> tuple[int, int, int]:
-    return (a.bus, a.device, a.function)
+    return hosts_graph(files, host_ids, catalog)
 
 
 def _nic_devs(report: Mapping[str, Any]) -> dict[tuple[int, int, int], int]:
