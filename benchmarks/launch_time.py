@@ -60,7 +60,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
-                    ppid, raise_priority, rollup, ROOT, table, temp_dir, write_json)
+                    ppid, PYTHON, raise_priority, rollup, ROOT, table, temp_dir, write_json)
 
 MB = 1e6
 SUSTAIN = 5
@@ -293,9 +293,13 @@ def init_timings(run_dir: Path, nranks: int) -> tuple[float, dict[str, float], f
 
 
 def run_once(c: Config, run_dir: Path, interval: float, timeout: float) -> Run:
+    # The probe, init only, every channel connected at init (what launch's
+    # default probe did before it ran AllReduce too): NCCL initialisation alone.
     cmd = [ncclsim_exe(), "launch", "--hosts", str(c.hosts), "--gpus", str(c.gpus),
            "--gpus-per-process", str(c.gpus_per_process), "--run-dir", str(run_dir),
-           "--timeout", str(int(timeout))]
+           "--timeout", str(int(timeout)), "--", PYTHON, "-m", "ncclsim.probe",
+           "--gpus-per-process", str(c.gpus_per_process)]
+    env = {**os.environ, "NCCL_RUNTIME_CONNECT": "0"}
     load1 = loadavg()[0]
     sampler = RunSampler(run_dir)
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -303,7 +307,7 @@ def run_once(c: Config, run_dir: Path, interval: float, timeout: float) -> Run:
     m0 = machine_busy_s()
     t0 = time.perf_counter()
     with open(run_dir.parent / f"{run_dir.name}.out", "wb") as log:
-        p = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=log, stderr=subprocess.STDOUT,
+        p = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=log, stderr=subprocess.STDOUT, env=env,
                              stdin=subprocess.DEVNULL, preexec_fn=normal_priority)
         sampler.launch_pid = p.pid
         while p.poll() is None:

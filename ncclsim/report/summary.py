@@ -134,8 +134,10 @@ def _transports(report: Report) -> list[str]:
     sending = [r for r in report.nics.ranks if r.used] if report.nics else []
     if sending:
         near = sum(all(u.nearest for u in r.used) for r in sending)
+        files = list(dict.fromkeys(report.nics.topology))
+        shown = ", ".join(files) if len(files) <= 2 else f"{files[0]} ... {files[-1]}, {len(files)} files"
         lines.append(f"  NICs between hosts: {near} of {len(sending)} sending rank(s) use their GPU's nearest "
-                     f"(topology: {', '.join(dict.fromkeys(report.nics.topology))})")
+                     f"(topology: {shown})")
     return lines
 
 
