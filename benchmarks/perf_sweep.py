@@ -45,6 +45,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from ncclsim.paths import mpi_nvcc_flags  # noqa: E402  (the interpreter's ncclsim)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
                     ppid, PYTHON, raise_priority, rollup, ROOT, table, temp_dir, write_json)
@@ -67,22 +69,6 @@ def _nccl_lib_dir() -> Path:
     return Path(out.stdout.strip())
 
 
-def _mpi_flags() -> list[str]:
-    """The mpich wheel's `mpicc -show` (include, library, rpath), as nvcc options."""
-    mpicc = Path(PYTHON).parent / "mpicc"
-    if not mpicc.exists():
-        sys.exit(f"benchmarks: {mpicc} missing: the mpich wheel is a dependency of ncclsim")
-    words = subprocess.run([str(mpicc), "-show"], capture_output=True, text=True, check=True).stdout.split()
-    flags: list[str] = []
-    for w in words[1:]:
-        if w.startswith("-Wl,"):
-            flags += ["-Xlinker", w[len("-Wl,"):]]
-        elif w.startswith(("-I", "-L", "-l")):
-            flags.append(w)
-        else:
-            flags += ["-Xcompiler", w]
-    return flags
-
 
 def build(out_dir: Path) -> tuple[Path, float]:
     """nccl_perf and the seconds nvcc took."""
@@ -92,7 +78,7 @@ def build(out_dir: Path) -> tuple[Path, float]:
     exe = out_dir / "nccl_perf"
     t0 = time.perf_counter()
     p = subprocess.run(["nvcc", "-arch=sm_90", "-O2", "-o", str(exe), str(SOURCE), f"-I{nccl.parent / 'include'}",
-                        f"-L{nccl}", "-l:libnccl.so.2", *_mpi_flags()], capture_output=True, text=True)
+                        f"-L{nccl}", "-l:libnccl.so.2", *mpi_nvcc_flags()], capture_output=True, text=True)
     if p.returncode != 0:
         sys.exit(f"benchmarks: building nccl_perf failed:\n{p.stderr[-3000:]}")
     return exe, time.perf_counter() - t0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 from ncclsim import NcclsimError
@@ -57,3 +59,22 @@ def nccl_lib_dir() -> Path:
 def cudart_lib_dir() -> Path:
     """Directory of the shared CUDA runtime, libcudart.so.12."""
     return _nvidia_lib("cuda_runtime/lib/libcudart.so.12", "nvidia-cuda-runtime-cu12")
+
+
+def mpi_nvcc_flags() -> list[str]:
+    """What the mpich wheel's `mpicc -show` adds to a compile and link, as nvcc
+    options (for MPI programs built with nvcc: tests/programs/nccl_perf.cu)."""
+    mpicc = Path(sys.executable).parent / "mpicc"
+    if not mpicc.exists():
+        raise MissingComponentError(f"{mpicc} is missing: install the `mpich` wheel in this environment")
+    words = subprocess.run([str(mpicc), "-show"], capture_output=True, text=True, check=True).stdout.split()
+    flags: list[str] = []
+    for w in words[1:]:  # words[0] is the C compiler
+        if w.startswith("-Wl,"):
+            flags += ["-Xlinker", w[len("-Wl,"):]]
+        elif w.startswith(("-I", "-L", "-l")):
+            flags.append(w)
+        else:
+            flags += ["-Xcompiler", w]
+    return flags
+

@@ -11,14 +11,13 @@ import json
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
-from ncclsim.paths import nccl_lib_dir
+from ncclsim.paths import mpi_nvcc_flags, nccl_lib_dir
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None,
                                 reason="nvcc (CUDA toolkit) is not installed: nccl_perf is not built")
@@ -26,20 +25,6 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None,
 SOURCE = Path(__file__).parent / "programs" / "nccl_perf.cu"
 MiB = 1 << 20
 
-
-def _mpi_flags() -> list[str]:
-    """What the mpich wheel's `mpicc -show` adds to a compile, as nvcc options."""
-    mpicc = Path(sys.executable).parent / "mpicc"
-    words = subprocess.run([str(mpicc), "-show"], capture_output=True, text=True, check=True).stdout.split()
-    flags = []
-    for w in words[1:]:  # words[0] is the C compiler
-        if w.startswith("-Wl,"):
-            flags += ["-Xlinker", w[len("-Wl,"):]]
-        elif w.startswith(("-I", "-L", "-l")):
-            flags.append(w)
-        else:
-            flags += ["-Xcompiler", w]
-    return flags
 
 
 def build_nccl_perf(out: Path) -> Path:
@@ -49,7 +34,7 @@ def build_nccl_perf(out: Path) -> Path:
     exe = out / "nccl_perf"
     subprocess.run(["nvcc", "-arch=sm_90", "-O2", "-Xcompiler", "-Wall,-Wextra", "-Werror", "all-warnings",
                     "-o", str(exe), str(SOURCE), f"-I{nccl.parent / 'include'}", f"-L{nccl}", "-l:libnccl.so.2",
-                    *_mpi_flags()], check=True, capture_output=True, text=True)
+                    *mpi_nvcc_flags()], check=True, capture_output=True, text=True)
     return exe
 
 
