@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -262,3 +262,32 @@ def ppid(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def environ_of(pid: int) -> Optional[list[bytes]]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+
+
+def scan_run(members: dict[int, bool], not_ours: set[int], launch_pid: int,
+             belongs: Callable[[list[bytes]], Optional[bool]], is_rank: Callable[[int], bool]) -> None:
+    """Add the processes of a launch that appeared since the last scan to
+    `members` (pid -> is a rank process). `belongs(environ)`: True for the
+    run's, False for another's, None when it cannot tell yet. A process that is
+    not the run's is remembered in `not_ours`, unless it is launch's child,
+    which carries the run's environment only once it execs."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if pid in members or pid in not_ours:
+            continue
+        env = environ_of(pid)
+        verdict = belongs(env) if env is not None else None
+        if verdict:
+            members[pid] = is_rank(pid)
+        elif verdict is False and ppid(pid) != launch_pid:
+            not_ours.add(pid)
+

@@ -60,7 +60,7 @@ from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
-                    ppid, PYTHON, raise_priority, rollup, ROOT, table, temp_dir, write_json)
+                    PYTHON, raise_priority, rollup, scan_run, ROOT, table, temp_dir, write_json)
 
 MB = 1e6
 SUSTAIN = 5
@@ -120,12 +120,6 @@ def parse_configs(text: str) -> list[Config]:
 
 
 # ---------------------------------------------------------------- sampling
-
-def _environ(pid: int) -> Optional[list[bytes]]:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
 
 
 
@@ -188,27 +182,18 @@ class RunSampler:
         self.pool = ThreadPoolExecutor(max_workers=32)
         self.peak_shm = 0  # bytes allocated to /dev/shm files that appeared during the run
 
-    def _scan(self) -> None:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
-            if pid in self.not_ours or pid in self.members:
-                continue
-            env = _environ(pid)
-            if env is None:
-                continue
+    def _belongs(self, env: list[bytes]) -> Optional[bool]:
+        if self.run_id is None:  # learnt from the first process of our run directory
+            if self.run_dir_var not in env:
+                return None
+            self.run_id = next((e.split(b"=", 1)[1].decode() for e in env
+                                if e.startswith(b"NCCLSIM_RUN_ID=")), None)
             if self.run_id is None:
-                if self.run_dir_var not in env:
-                    continue  # not known yet to be foreign: look again next time
-                self.run_id = next((e.split(b"=", 1)[1].decode() for e in env
-                                    if e.startswith(b"NCCLSIM_RUN_ID=")), None)
-                if self.run_id is None:
-                    continue
-            if f"NCCLSIM_RUN_ID={self.run_id}".encode() in env:
-                self.members[pid] = _is_rank(pid)
-            elif ppid(pid) != self.launch_pid:
-                self.not_ours.add(pid)
+                return None
+        return f"NCCLSIM_RUN_ID={self.run_id}".encode() in env
+
+    def _scan(self) -> None:
+        scan_run(self.members, self.not_ours, self.launch_pid, self._belongs, _is_rank)
 
     def sample(self) -> None:
         self._scan()

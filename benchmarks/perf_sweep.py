@@ -49,7 +49,7 @@ from ncclsim.paths import mpi_nvcc_flags  # noqa: E402  (the interpreter's nccls
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
-                    ppid, PYTHON, raise_priority, rollup, ROOT, table, temp_dir, write_json)
+                    PYTHON, raise_priority, rollup, ROOT, scan_run, table, temp_dir, write_json)
 
 MB = 1e6
 SOURCE = ROOT / "tests" / "programs" / "nccl_perf.cu"
@@ -112,20 +112,7 @@ class RunSampler:
             return False
 
     def _scan(self) -> None:
-        for entry in Path("/proc").iterdir():
-            if not entry.name.isdigit():
-                continue
-            pid = int(entry.name)
-            if pid in self.members or pid in self.not_ours:
-                continue
-            try:
-                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if self.var in env:
-                self.members[pid] = self._is_rank(pid)
-            elif ppid(pid) != self.launch_pid:
-                self.not_ours.add(pid)
+        scan_run(self.members, self.not_ours, self.launch_pid, lambda env: self.var in env, self._is_rank)
 
     def sample(self) -> None:
         self._scan()
