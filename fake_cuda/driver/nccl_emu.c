@@ -118,17 +118,17 @@ void fc_emu_run(fc_nccl_launch *l)
     fc_emu e = {.l = l, .L = l->rel->layout};
     if (l->abortFlag && fc_nccl_in_sim_memory(l->abortFlag, 4)) e.abortFlag = (volatile uint32_t *)l->abortFlag;
     channel_flow *flows = calloc((size_t)l->nchannels, sizeof *flows);
-    e.sched = fc_sched_new(should_stop, &e);
-    if (!flows || !e.sched) {
+    fc_sched *sched = fc_sched_new(should_stop, &e);
+    if (!flows || !sched) {
         fc_emu_fail(&e, "out of memory");
     } else {
         for (int i = 0; i < l->nchannels; i++) {
             flows[i] = (channel_flow){&e, &l->channels[i]};
-            if (!fc_task_spawn(e.sched, NULL, run_channel, &flows[i])) fc_emu_fail(&e, "out of memory");
+            if (!fc_task_spawn(sched, NULL, run_channel, &flows[i])) fc_emu_fail(&e, "out of memory");
         }
-        if (!fc_emu_failed(&e)) fc_sched_run(e.sched);
+        if (!fc_emu_failed(&e)) fc_sched_run(sched);
     }
-    fc_sched_free(e.sched);
+    fc_sched_free(sched);
     free(flows);
     if (fc_emu_failed(&e)) {
         /* The peers and NCCL's proxy now wait for steps that will never come:

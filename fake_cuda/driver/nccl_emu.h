@@ -15,7 +15,6 @@
 struct fc_emu {
     fc_nccl_launch *l;
     const fc_nccl_layout *L;
-    fc_sched *sched;
     volatile uint32_t *abortFlag;
     char error[300]; /* first failure; a failed emulation stops */
 };
