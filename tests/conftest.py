@@ -3,6 +3,7 @@ when a piece is missing: the test fails and says what is missing."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -106,3 +107,41 @@ def mpiexec() -> Path:
     exe = Path(sys.executable).parent / "mpiexec"
     assert exe.exists(), f"{exe} is missing: the mpich wheel is a dependency of ncclsim"
     return exe
+
+
+# ---- nothing left behind ----
+
+class Leftovers:
+    """What a launch may leave behind: processes carrying its run id and
+    /dev/shm segments that were not there when the test started."""
+
+    def __init__(self) -> None:
+        self.shm_before = self.shm()
+
+    @staticmethod
+    def shm() -> set[str]:
+        return {p.name for p in Path("/dev/shm").iterdir()}
+
+    @staticmethod
+    def processes(run_id: str) -> list[int]:
+        needle = f"NCCLSIM_RUN_ID={run_id}".encode()
+        alive = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    if needle in (entry / "environ").read_bytes().split(b"\0"):
+                        alive.append(int(entry.name))
+                except OSError:
+                    pass
+        return alive
+
+    def assert_none(self, run: Path) -> None:
+        """The launch whose run directory is `run` left no process and no segment."""
+        run_id = json.loads((run / "launch.json").read_text())["run_id"]
+        assert self.processes(run_id) == []
+        assert self.shm() <= self.shm_before
+
+
+@pytest.fixture
+def leftovers() -> Leftovers:
+    return Leftovers()

@@ -26,31 +26,12 @@ def _report(run_cli, run_dir: Path) -> dict:
     return json.loads(proc.stdout)
 
 
-def _run_processes(run_id: str) -> list[int]:
-    """Processes still carrying the run's id: there must be none after launch returns."""
-    needle = f"NCCLSIM_RUN_ID={run_id}".encode()
-    alive = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if needle in (entry / "environ").read_bytes().split(b"\0"):
-                    alive.append(int(entry.name))
-            except OSError:
-                pass
-    return alive
-
-
-def _shm() -> set[str]:
-    return {p.name for p in Path("/dev/shm").iterdir()}
-
-
 def _check_cycle(order: list[int], n: int) -> None:
     assert sorted(order) == list(range(n)), order
 
 
-def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
+def test_two_hosts_of_eight(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
-    shm = _shm()
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "16/16 ranks initialised" in proc.stderr
@@ -87,8 +68,7 @@ def test_two_hosts_of_eight(run_cli, tmp_path: Path) -> None:
     check = next(c for c in report["checks"] if c["name"] == "inter-host connections leave by the GPU's nearest NIC")
     assert check["ok"], check
     assert report["transports"]["intra_host"] == ["P2P/CUMEM"]
-    assert _run_processes(launch["run_id"]) == []
-    assert _shm() <= shm
+    leftovers.assert_none(run)
 
 
 def _check_nic_beside_gpu(dump: Path) -> None:
@@ -142,49 +122,43 @@ def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
 
 # ---- failures: a clear message, a non-zero exit, nothing left behind ----
 
-def _assert_clean(run: Path, shm_before: set[str]) -> None:
-    launch = json.loads((run / "launch.json").read_text())
-    assert _run_processes(launch["run_id"]) == []
-    assert _shm() <= shm_before
-
-
-def test_a_failing_rank_is_named(run_cli, tmp_path: Path) -> None:
-    run, shm = tmp_path / "run", _shm()
+def test_a_failing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
+    run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--", "sh", "-c",
                    'if [ "$PMI_RANK" = 3 ]; then echo "disk on fire" >&2; exit 7; fi; sleep 60')
     assert proc.returncode == 7
     assert re.search(r"rank 3 \(host 1\) exited with status 7: disk on fire; logs: \S+/ranks/3/stderr",
                      proc.stderr), proc.stderr
     assert "sleep" not in proc.stderr
-    _assert_clean(run, shm)
+    leftovers.assert_none(run)
 
 
-def test_a_crashing_rank_is_named(run_cli, tmp_path: Path) -> None:
-    run, shm = tmp_path / "run", _shm()
+def test_a_crashing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
+    run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--", "sh", "-c",
                    'if [ "$PMI_RANK" = 1 ]; then kill -SEGV $$; fi; sleep 60')
     assert proc.returncode == 128 + 11
     assert "rank 1 (host 0) was killed by signal 11" in proc.stderr, proc.stderr
-    _assert_clean(run, shm)
+    leftovers.assert_none(run)
 
 
-def test_a_hang_times_out(run_cli, tmp_path: Path) -> None:
-    run, shm = tmp_path / "run", _shm()
+def test_a_hang_times_out(run_cli, leftovers, tmp_path: Path) -> None:
+    run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "2", "--",
                    "sh", "-c", 'if [ "$PMI_RANK" = 1 ]; then sleep 300; fi')
     assert proc.returncode == 124
     assert "timed out: rank(s) 1 still running were stopped" in proc.stderr, proc.stderr
-    _assert_clean(run, shm)
+    leftovers.assert_none(run)
 
 
 PROBE_OPS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv", "alltoall")
 
 
-def _probe(run_cli, run: Path, hosts: int, sizes: tuple[int, ...], ops: tuple[str, ...] = PROBE_OPS,
+def _probe(run_cli, leftovers, run: Path, hosts: int, sizes: tuple[int, ...],
+           ops: tuple[str, ...] = PROBE_OPS,
            env: Optional[dict[str, str]] = None) -> dict:
     """Launch the probe across hosts; every output is checked by the probe
     itself against what NCCL must compute. Returns the report."""
-    shm = _shm()
     proc = run_cli("launch", "--run-dir", str(run), "--hosts", str(hosts), "--gpus", "8", "--timeout", "1500",
                    "--", sys.executable, "-m", "ncclsim.probe", "--ops", ",".join(ops),
                    "--sizes", ",".join(map(str, sizes)), env=env, timeout=1600)
@@ -196,8 +170,7 @@ def _probe(run_cli, run: Path, hosts: int, sizes: tuple[int, ...], ops: tuple[st
     assert "destroyed 1 communicator(s)" in out
     launch = json.loads((run / "launch.json").read_text())
     assert all(r["status"] == 0 for r in launch["ranks"])
-    assert _run_processes(launch["run_id"]) == []
-    assert _shm() <= shm
+    leftovers.assert_none(run)
     report = _report(run_cli, run)
     assert report["nnodes"] == hosts
     assert report["transports"]["inter_host"] and all(
@@ -205,12 +178,12 @@ def _probe(run_cli, run: Path, hosts: int, sizes: tuple[int, ...], ops: tuple[st
     return report
 
 
-def test_cross_host_collectives_complete(run_cli, tmp_path: Path) -> None:
+def test_cross_host_collectives_complete(run_cli, leftovers, tmp_path: Path) -> None:
     """2 x 8: every collective and send/receive from 8 B to 64 MiB crosses the
     hosts and completes with NCCL's results; every communicator is destroyed;
     the report has the algorithm and protocol NCCL chose per size."""
     sizes = (8, 65536, 1 << 20, 64 << 20)
-    report = _probe(run_cli, tmp_path / "run", 2, sizes)
+    report = _probe(run_cli, leftovers, tmp_path / "run", 2, sizes)
     chosen = {(t["collective"], t["algorithm"], t["protocol"]) for t in report["tuning"]}
     assert {c for c, _, _ in chosen} == {"AllReduce", "AllGather", "Broadcast", "Reduce", "ReduceScatter"}, chosen
     assert {a for _, a, _ in chosen} <= {"RING", "TREE"} and {p for _, _, p in chosen} >= {"LL", "LL128"}, chosen
@@ -224,10 +197,9 @@ def test_cross_host_collectives_complete(run_cli, tmp_path: Path) -> None:
     ("dgx-a100", "P2P/CUMEM/read", "NET/ncclsim/GDRDMA"),  # P2P read mode on A100 NVLink
     ("pcie-l40s", "SHM/direct", "NET/ncclsim"),           # shared memory; NICs without GPU Direct
 ])
-def test_cross_host_collectives_on_presets(run_cli, tmp_path: Path, preset: str, intra: str,
+def test_cross_host_collectives_on_presets(run_cli, leftovers, tmp_path: Path, preset: str, intra: str,
                                            inter: str) -> None:
     """Other transports carry the emulated protocol too: every operation completes, checked."""
-    shm = _shm()
     run = tmp_path / "run"
     proc = run_cli("launch", "--run-dir", str(run), "--preset", preset, "--hosts", "2", "--gpus", "8",
                    "--timeout", "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops", "all",
@@ -238,25 +210,24 @@ def test_cross_host_collectives_on_presets(run_cli, tmp_path: Path, preset: str,
     report = _report(run_cli, run)
     assert intra in report["transports"]["intra_host"], report["transports"]
     assert inter in report["transports"]["inter_host"], report["transports"]
-    _assert_clean(run, shm)
+    leftovers.assert_none(run)
 
 
 @pytest.mark.parametrize("algo,proto", [("Ring", None), ("Tree", None), ("Tree", "Simple")])
-def test_four_hosts_by_algorithm(run_cli, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
+def test_four_hosts_by_algorithm(run_cli, leftovers, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
     """4 x 8 with the algorithm (and protocol) forced: AllReduce completes."""
     env = {"NCCL_ALGO": algo, **({"NCCL_PROTO": proto} if proto else {})}
-    report = _probe(run_cli, tmp_path / "run", 4, (8, 1 << 20, 16 << 20), ("allreduce",), env)
+    report = _probe(run_cli, leftovers, tmp_path / "run", 4, (8, 1 << 20, 16 << 20), ("allreduce",), env)
     used = {(t["algorithm"], t["protocol"]) for t in report["tuning"] if t["collective"] == "AllReduce"}
     assert used and {a for a, _ in used} == {algo.upper()}, used
     if proto:
         assert {p for _, p in used} == {proto.upper()}, used
 
 
-def test_a_stalled_collective_says_what_it_waits_for(run_cli, tmp_path: Path) -> None:
+def test_a_stalled_collective_says_what_it_waits_for(run_cli, leftovers, tmp_path: Path) -> None:
     """Rank 1 never joins rank 0's AllReduce: rank 0's emulated kernel reports
     what it waits for, and --timeout stops both and names them."""
     run = tmp_path / "run"
-    shm = _shm()
     proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "20", "--",
                    sys.executable, str(Path(__file__).parent / "workloads" / "allreduce_one_side.py"),
                    env={"NCCLSIM_STALL_SECONDS": "2", "NCCL_RUNTIME_CONNECT": "0"}, timeout=120)
@@ -266,7 +237,7 @@ def test_a_stalled_collective_says_what_it_waits_for(run_cli, tmp_path: Path) ->
     assert "NCCL kernel emulation: no progress for 2 s" in err, err[-3000:]
     assert re.search(r"rank 0 channel \d+ AllReduce_Sum_f32_\w+.*: waiting for \w+( \w+)* (from|to) rank 1", err), \
         err[-3000:]
-    _assert_clean(run, shm)
+    leftovers.assert_none(run)
 
 
 def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-/* listen / connect / accept over loopback TCP, all non-blocking in NCCL's
+/* listen / connect / accept over TCP (net_address.c picks the interface), all non-blocking in NCCL's
  * sense: connect and accept answer ncclSuccess with a NULL comm until the
  * connection is ready, and NCCL calls again.
  *
@@ -7,11 +7,13 @@
  * buffer on every retry, as its own socket plugin relies on); the connector
  * then sends a hello {magic, key} so that accept() only hands out
  * connections meant for this listener. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -41,7 +43,7 @@ typedef struct fcn_connecting {
 typedef struct fcn_handle {
     uint64_t magic;
     uint64_t key;
-    struct sockaddr_in addr; /* the listener, on 127.0.0.1 */
+    struct sockaddr_in addr; /* the listener */
     int32_t dev;
     int32_t reserved;
     fcn_connecting *pending; /* connect()'s progress; NULL as listen() writes it */
@@ -84,6 +86,15 @@ static int tune(int fd)
     return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
+/* An address for messages (thread-safe, unlike inet_ntoa). */
+typedef struct { char s[INET_ADDRSTRLEN]; } addr_text;
+static addr_text text_of(struct in_addr a)
+{
+    addr_text t;
+    if (!inet_ntop(AF_INET, &a, t.s, sizeof t.s)) snprintf(t.s, sizeof t.s, "?");
+    return t;
+}
+
 static fcn_comm *comm_new(int kind, int fd, int dev)
 {
     fcn_comm *c = calloc(1, sizeof *c);
@@ -113,12 +124,19 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
         FCN_WARN("listen: no device %d", dev);
         return ncclInvalidArgument;
     }
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    const char *ifname;
+    if (!fcn_listen_address(&a.sin_addr, &ifname)) {
+        FCN_WARN("listen: no up IPv4 interface matches NCCL_SOCKET_IFNAME=%s",
+                 getenv("NCCL_SOCKET_IFNAME") ? getenv("NCCL_SOCKET_IFNAME") : "(unset)");
+        return ncclSystemError;
+    }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof a;
     if (fd < 0 || tune(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-        FCN_WARN("listen: socket on 127.0.0.1 failed: %s", strerror(errno));
+        FCN_WARN("listen: socket on %s (%s) failed: %s", ifname, text_of(a.sin_addr).s,
+                 strerror(errno));
         if (fd >= 0) close(fd);
         return ncclSystemError;
     }
@@ -140,13 +158,14 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
     h->addr = a;
     h->dev = dev;
     *listen_comm = l;
-    FCN_TRACE("listen dev %d on 127.0.0.1:%d", dev, ntohs(a.sin_port));
+    FCN_TRACE("listen dev %d on %s:%d", dev, text_of(a.sin_addr).s, ntohs(a.sin_port));
     return ncclSuccess;
 }
 
 static ncclResult_t connect_fail(fcn_handle *h, const char *what, int err)
 {
-    FCN_WARN("connect to 127.0.0.1:%d: %s: %s", ntohs(h->addr.sin_port), what, strerror(err));
+    FCN_WARN("connect to %s:%d: %s: %s", text_of(h->addr.sin_addr).s, ntohs(h->addr.sin_port), what,
+             strerror(err));
     if (h->pending) {
         comm_free(h->pending->comm);
         free(h->pending);
@@ -208,7 +227,7 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
     *send_comm = p->comm;
     free(p);
     h->pending = NULL;
-    FCN_TRACE("connected dev %d to 127.0.0.1:%d", dev, ntohs(h->addr.sin_port));
+    FCN_TRACE("connected dev %d to %s:%d", dev, text_of(h->addr.sin_addr).s, ntohs(h->addr.sin_port));
     return ncclSuccess;
 }
 

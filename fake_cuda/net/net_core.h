@@ -2,7 +2,8 @@
  * (net_versions.c adapts each NCCL vtable to these calls).
  *
  * Devices: one per [nic] of the process's platform file (net_devices.c).
- * Transport: loopback TCP, one non-blocking socket per send/recv comm,
+ * Transport: TCP on the interface NCCL's bootstrap uses (net_address.c;
+ * loopback on one machine), one non-blocking socket per send/recv comm,
  * messages framed as {magic, tag, size} + payload (net_connect.c sets up
  * connections, net_transfer.c moves messages). Progress happens inside the
  * calls NCCL makes anyway (isend/irecv/test), so the plugin starts no thread:
@@ -12,6 +13,8 @@
 #ifndef NCCLSIM_NET_CORE_H
 #define NCCLSIM_NET_CORE_H
 
+#include <netinet/in.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +55,10 @@ void fcn_log(ncclDebugLogLevel level, const char *file, int line, const char *fm
 #define FCN_INFO(...) fcn_log(NCCL_LOG_INFO, __FILE__, __LINE__, __VA_ARGS__)
 #define FCN_WARN(...) fcn_log(NCCL_LOG_WARN, __FILE__, __LINE__, __VA_ARGS__)
 #define FCN_TRACE(...) fcn_log(NCCL_LOG_TRACE, __FILE__, __LINE__, __VA_ARGS__)
+
+/* ---- net_address.c ---- */
+/* The address listeners bind to and its interface's name (false: none). */
+bool fcn_listen_address(struct in_addr *addr, const char **ifname);
 
 /* ---- net_connect.c ---- */
 ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm);

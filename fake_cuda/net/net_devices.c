@@ -1,5 +1,7 @@
 /* The plugin's devices: one per [nic] of the process's platform file, in
  * file order, and the logging bridge to NCCL's debug log. */
+#include <arpa/inet.h>
+#include <net/if.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -57,8 +59,16 @@ static void load_devices(const fc_platform *p)
         if (n > 0 && (size_t)n < sizeof list - used) used += (size_t)n;
     }
     ndevices = p->nnics;
+    struct in_addr addr;
+    const char *ifname;
+    char where[IF_NAMESIZE + INET_ADDRSTRLEN + 16] = "no interface matches NCCL_SOCKET_IFNAME";
+    if (fcn_listen_address(&addr, &ifname)) {
+        char text[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &addr, text, sizeof text);
+        snprintf(where, sizeof where, "TCP on %s %s", ifname, text);
+    }
     if (ndevices)
-        FCN_INFO("Using%s (loopback TCP; platform %s)", list, p->source);
+        FCN_INFO("Using%s (%s; platform %s)", list, where, p->source);
     else
         FCN_INFO("no [nic] in the platform (%s): no devices", p->source);
 }

@@ -1,11 +1,16 @@
 """Leave nothing behind: every process of a run (found by the run id in its
 environment, so processes that escaped mpiexec's process group are found
-too) and the shared-memory segments the run created."""
+too) and the shared-memory segments the run created.
+
+On a run spread over several machines, the launcher runs this module on
+each of them afterwards: `python -m ncclsim.launch.cleanup RUN_ID SINCE`."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import Iterable
@@ -75,10 +80,29 @@ def _open_by_anyone(names: Iterable[str]) -> set[str]:
     return used
 
 
+SHM_PREFIXES = ("nccl", "ncclsim", "mpich_shm")
+
+
 def remove_new_shm(before: set[str]) -> list[str]:
     """Segments NCCL or the simulator created during the run that no live
     process uses any more (a killed rank cannot unlink its own)."""
-    new = [n for n in shm_snapshot() - before if n.startswith(("nccl", "ncclsim", "mpich_shm"))]
+    return _remove_unused([n for n in shm_snapshot() - before if n.startswith(SHM_PREFIXES)])
+
+
+def remove_shm_since(since: float) -> list[str]:
+    """As remove_new_shm, on a machine where no snapshot was taken: the
+    segments created at or after `since` (seconds since the epoch)."""
+    new = []
+    for name in shm_snapshot():
+        try:
+            if name.startswith(SHM_PREFIXES) and (SHM / name).stat().st_ctime >= since:
+                new.append(name)
+        except OSError:
+            pass
+    return _remove_unused(new)
+
+
+def _remove_unused(new: list[str]) -> list[str]:
     busy = _open_by_anyone(new)
     removed = []
     for name in new:
@@ -89,3 +113,21 @@ def remove_new_shm(before: set[str]) -> list[str]:
             except OSError:
                 pass
     return removed
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m ncclsim.launch.cleanup",
+                                 description="Stop a run's processes and remove its shared memory "
+                                             "on this machine.")
+    ap.add_argument("run_id")
+    ap.add_argument("since", type=float, help="when the run started (seconds since the epoch)")
+    args = ap.parse_args(argv)
+    killed = kill_run(args.run_id)
+    removed = remove_shm_since(args.since)
+    print(f"{os.uname().nodename}: {len(killed)} process(es) stopped, {len(removed)} shared-memory "
+          f"segment(s) removed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -22,6 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="the NCCL release the ranks load: 'installed' (default, the wheel installed with "
                         "ncclsim), or a PyPI release such as 2.27.7 or cu13:2.32.3, fetched once into "
                         "ncclsim's cache")
+    p.add_argument("--hostfile", type=Path, metavar="FILE",
+                   help="spread the simulation over the real machines of this MPI hostfile (one name "
+                        "per line), whole simulated hosts per machine; ncclsim, the run directory and "
+                        "the command must be at the same paths on every machine (see launch/)")
+    p.add_argument("--interface", metavar="IF",
+                   help="network interface for NCCL's bootstrap and the simulated NICs' traffic "
+                        "(NCCL_SOCKET_IFNAME syntax; default: lo on one machine, NCCL's choice with "
+                        "--hostfile)")
+    p.add_argument("--mpiexec-arg", action="append", default=[], metavar="ARG", dest="mpiexec_args",
+                   help="pass ARG to mpiexec (repeat for several, e.g. --mpiexec-arg=-launcher "
+                        "--mpiexec-arg=ssh)")
     p.add_argument("--run-dir", type=Path, metavar="DIR",
                    help="where logs, dumps and the report go (default ncclsim-runs/<time>-<H>x<G>)")
     p.add_argument("command", nargs=argparse.REMAINDER,
@@ -38,7 +49,9 @@ def options(args: argparse.Namespace) -> LaunchOptions:
         raise LaunchError("missing command after `--`")
     return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset, nics=args.nics,
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
-                         run_dir=args.run_dir, command=tuple(command), nccl=args.nccl)
+                         run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,
+                         hostfile=args.hostfile, interface=args.interface,
+                         mpiexec_args=tuple(args.mpiexec_args))
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 from ncclsim.launch.rundir import RunDir
 from ncclsim.paths import cudart_lib_dir, lib_dir
@@ -17,19 +17,23 @@ DEBUG_SUBSYS = "INIT,GRAPH,ENV,TUNING,NET,P2P,SHM"
 
 
 def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib: Path,
-                     connect_at_init: bool) -> dict[str, str]:
+                     connect_at_init: bool, interface: Optional[str] = None,
+                     spread: bool = False) -> dict[str, str]:
     """`connect_at_init`: every channel connects during init, so an init-only run
     shows every connection (it costs each rank NCCL's proxy buffers: ~70 MB);
     otherwise NCCL connects what a program uses, when it uses it. A value the
-    user set wins either way."""
+    user set wins either way.
+
+    `interface` carries NCCL's bootstrap and the simulated NICs' TCP (the net
+    plugin reads NCCL_SOCKET_IFNAME too). Default: loopback on one machine;
+    over several (`spread`), the user's NCCL_SOCKET_IFNAME or else NCCL's own
+    choice, the first interface that is not loopback."""
     sim = lib_dir()
     env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
     env.update({
         "LD_LIBRARY_PATH": prepend_paths([sim, nccl_lib, cudart_lib_dir()], base.get("LD_LIBRARY_PATH", "")),
         "NCCLSIM_RUN_ID": run_id,
         "NCCLSIM_RUN_DIR": str(run.root),
-        # Ranks of a simulated cluster meet on this machine's loopback.
-        "NCCL_SOCKET_IFNAME": "lo",
         "NCCL_IB_DISABLE": "1",
         "NCCL_RAS_ENABLE": "0",
         "NCCL_MNNVL_ENABLE": "0",
@@ -38,6 +42,10 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         "NCCL_TOPO_DUMP_FILE": str(run.topo_dump),
         "NCCL_GRAPH_DUMP_FILE": str(run.graph_dump),
     })
+    if interface:
+        env["NCCL_SOCKET_IFNAME"] = interface
+    elif not spread:
+        env["NCCL_SOCKET_IFNAME"] = "lo"  # ranks on one machine meet on its loopback
     if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))

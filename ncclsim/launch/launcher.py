@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import uuid
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Mapping, TextIO
 
 from ncclsim.launch import rank_script, rundir
+from ncclsim.launch.machines import Placement, place
+from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions, probe_command, resolve_command
 from ncclsim.launch.supervise import Outcome, supervise
@@ -33,7 +36,7 @@ def mpiexec() -> Path:
     return exe
 
 
-def _describe_failure(run: rundir.RunDir, outcome: Outcome) -> list[str]:
+def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement) -> list[str]:
     lines = []
     bad = [o for o in outcome.ranks if o.status not in (None, 0)]
     for o in bad[:8]:
@@ -48,9 +51,26 @@ def _describe_failure(run: rundir.RunDir, outcome: Outcome) -> list[str]:
                      f"logs: {run.root}/ranks/<rank>/")
     elif not bad and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
+        why = _first_line(run.root / "mpiexec.log")
         lines.append(f"ncclsim: rank(s) {rank_ranges(lost)} ended without reporting a status "
-                     f"(mpiexec status {outcome.mpiexec_status}); see {run.root}/mpiexec.log")
+                     f"(mpiexec status {outcome.mpiexec_status}"
+                     + (f": {why}" if why else "") + f"); see {run.root}/mpiexec.log")
+        if placement.spread and (not why or str(run.root) in why):
+            lines.append(f"ncclsim: they never wrote to {run.root}: the run directory (--run-dir) "
+                         f"must be on a filesystem every machine of {placement.hostfile} shares")
     return lines
+
+
+def _first_line(path: Path) -> str:
+    """The first line of a log, without Hydra's `[mpiexec@host] func (file:line): ` prefix."""
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if line.strip():
+                    return re.sub(r"^\[mpiexec@[^]]*\] \S+ \([^)]*\): ", "", line.strip())[:300]
+    except OSError:
+        pass
+    return ""
 
 
 def _last_line(path: Path) -> str:
@@ -61,17 +81,26 @@ def _last_line(path: Path) -> str:
     return lines[-1][:300] if lines else ""
 
 
+def _over(placement: Placement) -> str:
+    if not placement.spread:
+        return ""
+    return (f" over {len(placement.machines)} machine(s) of {placement.hostfile}, "
+            f"{placement.hosts_per_machine} simulated host(s) each")
+
+
 def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, started: float,
-            gpus: int, nranks: int, command: tuple[str, ...], outcome: Outcome) -> None:
+            gpus: int, nranks: int, mpi_command: list[str], command: tuple[str, ...],
+            outcome: Outcome) -> None:
     """launch.json: what was launched and how every rank ended (the report includes it)."""
     doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started, "preset": preset,
            "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
            "gpus_per_process": opts.gpus_per_process, "processes": nranks,
-           "nccl_ranks": opts.hosts * gpus, "command": list(command),
+           "nccl_ranks": opts.hosts * gpus, "command": list(command), "mpiexec": mpi_command,
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
            "status": outcome.status, "timed_out": outcome.timed_out,
            "initialised": outcome.initialised,
-           "ranks": [{"rank": o.rank, "host": o.host, "status": o.status} for o in outcome.ranks],
+           "ranks": [{"rank": o.rank, "host": o.host, "machine": run.rank_machine(o.rank),
+                      "status": o.status} for o in outcome.ranks],
            "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
     run.launch_json.write_text(json.dumps(doc, indent=1))
 
@@ -101,6 +130,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
                else probe_command(opts.gpus_per_process))
     per_host = gpus // opts.gpus_per_process
     nranks = opts.hosts * per_host
+    placement = place(opts.hosts, per_host, opts.hostfile)
     exe = mpiexec()
     nccl_lib = _nccl_lib(opts.nccl, err)
 
@@ -108,15 +138,20 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     write_host_artifacts(cluster, run.root)
     script = rank_script.write(run, per_host)
     run_id = uuid.uuid4().hex[:12]
-    env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command)
+    env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
+                           interface=opts.interface, spread=placement.spread)
     unit = "ranks" if opts.gpus_per_process == 1 else "processes"
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
-              f"{nranks} process(es); run directory {run.root}\n")
+              f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")
     started = time.time()
-    outcome = supervise([str(exe), "-n", str(nranks), str(script), *command], env, run, run_id,
-                        nranks, per_host, opts.timeout, out, err, unit)
-    _record(run, opts, cluster.preset, run_id, started, gpus, nranks, command, outcome)
-    for line in _describe_failure(run, outcome):
+    mpi_command = [str(exe), *placement.mpiexec_args(), *opts.mpiexec_args, "-n", str(nranks),
+                   str(script), *command]
+    outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
+    cleanup_failed = None
+    if placement.spread and any(run.rank_machine(r) for r in range(nranks)):
+        cleanup_failed = clean_machines(exe, placement, opts.mpiexec_args, run, run_id, started, environ)
+    _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome)
+    for line in _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
     _print_report(run, out, err)
     err.write(f"ncclsim: {outcome.initialised}/{nranks} {unit} initialised; finished in "

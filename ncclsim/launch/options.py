@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ class LaunchOptions:
     run_dir: Optional[Path] = None
     command: tuple[str, ...] = ()  # empty: the built-in probe
     nccl: str = "installed"  # or a release spec of ncclsim.nccl.wheels ("2.27.7", "cu13:2.32.3")
+    hostfile: Optional[Path] = None  # real machines to spread over; None: this one
+    interface: Optional[str] = None  # NCCL_SOCKET_IFNAME for bootstrap and simulated NICs
+    mpiexec_args: tuple[str, ...] = ()  # passed to mpiexec as they are
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -46,6 +50,24 @@ class LaunchOptions:
             resolve_command(self.command[0])
         if self.nccl != "installed":
             parse_spec(self.nccl)
+        if self.interface is not None and self.hostfile is None and not interface_exists(self.interface):
+            names = ", ".join(sorted(n for _, n in socket.if_nameindex()))
+            raise LaunchError(f"--interface {self.interface}: no such network interface on this "
+                              f"machine (it has {names})")
+
+
+def interface_exists(spec: str) -> bool:
+    """Whether an interface of this machine matches `spec` (NCCL_SOCKET_IFNAME's
+    syntax: comma-separated prefixes, `=` for exact names, `^` to exclude)."""
+    exclude = spec.startswith("^")
+    spec = spec.lstrip("^")
+    exact = spec.startswith("=")
+    wanted = [w for w in spec.lstrip("=").split(",") if w]
+    for _, name in socket.if_nameindex():
+        hit = any(name == w if exact else name.startswith(w) for w in wanted)
+        if hit != exclude:
+            return True
+    return False
 
 
 def resolve_command(name: str) -> str:

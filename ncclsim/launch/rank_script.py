@@ -1,7 +1,8 @@
 """rank.sh: the wrapper mpiexec starts for every rank. It puts the rank on
 its simulated host (host = rank / processes per host), sends its output and
-NCCL's log to the run directory, and records its exit status. Being a plain
-script keyed on the MPI rank, it works with any MPI or Slurm (see launch/)."""
+NCCL's log to the run directory, and records the real machine it ran on and
+its exit status. Being a plain script keyed on the MPI rank, it works with any
+MPI or Slurm (see launch/)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ rank=${{PMI_RANK:-${{OMPI_COMM_WORLD_RANK:-${{PMIX_RANK:-${{SLURM_PROCID:?no MPI
 run={root}
 host=$((rank / {per_host}))
 dir="$run/ranks/$rank"
+cat /proc/sys/kernel/hostname >"$dir/machine" 2>/dev/null
 export NCCL_HOSTID="ncclsim-h$host" NCCLSIM_HOSTNAME="ncclsim-h$host"
 export NCCLSIM_PLATFORM="$run/hosts/h$host/platform.conf" NCCL_DEBUG_FILE="$dir/nccl.log"
 if [ -f "$run/hosts/h$host/topo.xml" ]; then export NCCL_TOPO_FILE="$run/hosts/h$host/topo.xml"; fi

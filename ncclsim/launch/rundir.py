@@ -4,7 +4,7 @@
     run.json               the report (ncclsim report)
     rank.sh                the per-rank wrapper mpiexec starts
     hosts/h<i>/            per simulated host: platform.conf, topo.xml
-    ranks/<r>/             per rank: stdout, stderr, nccl.log, exit
+    ranks/<r>/             per rank: stdout, stderr, nccl.log, machine, exit
     topo-dump.xml          NCCL's fused topology of rank 0's host
     graph-dump.xml         NCCL's rings/trees graphs (rank 0)
 """
@@ -40,6 +40,13 @@ class RunDir:
         try:
             return int((self.rank(rank) / "exit").read_text().strip())
         except (OSError, ValueError):
+            return None
+
+    def rank_machine(self, rank: int) -> Optional[str]:
+        """The real machine the rank ran on (None before it started)."""
+        try:
+            return (self.rank(rank) / "machine").read_text().strip() or None
+        except OSError:
             return None
 
     @property
