@@ -7,7 +7,7 @@ from typing import Mapping, Optional
 
 from ncclsim.launch.rundir import RunDir
 from ncclsim.paths import cudart_lib_dir, lib_dir
-from ncclsim.platform.env import UNSET_VARIABLES, prepend_paths, with_host_preload
+from ncclsim.platform.env import UNSET_VARIABLES, memory_settings, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
 
@@ -49,6 +49,7 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
     if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
+    env.update(memory_settings(base))
     plugin = sim / NET_PLUGIN
     if plugin.exists():
         env["NCCL_NET_PLUGIN"] = str(plugin)

@@ -65,11 +65,22 @@ def prepend_paths(first: list[Path], existing: str) -> str:
 
 HOST_PRELOAD = "libncclsim-host.so"
 
+# Many simulated ranks share one machine's memory. glibc raises its mmap
+# threshold as large blocks are freed, after which NCCL's large transient
+# allocations (the topology search's) stay in each process's heap for good;
+# a fixed threshold hands them back (2 x 8 at init: ~90 -> ~40 MB per rank).
+MEMORY_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+
+
+def memory_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """MEMORY_VARIABLES the user has not set."""
+    return {k: v for k, v in MEMORY_VARIABLES.items() if k not in environ}
+
 
 def with_host_preload(existing: str) -> str:
     """LD_PRELOAD with ncclsim's host library first: the simulated hostname
-    (when NCCLSIM_HOSTNAME is set) and NCCL's socket polling yielding the CPU
-    (fake_cuda/host/)."""
+    (when NCCLSIM_HOSTNAME is set), NCCL's socket polling yielding the CPU and
+    its shared-memory zero fills holding no memory (fake_cuda/host/)."""
     ours = str(lib_dir() / HOST_PRELOAD)
     rest = [p for p in existing.replace(":", " ").split() if p != ours]
     return " ".join([ours, *rest])
@@ -89,6 +100,7 @@ def simulation_env(opts: SimOptions, environ: Mapping[str, str],
         "NCCLSIM_PLATFORM": str(path),
         "NCCL_HOSTID": nccl_host_id(opts.host),
         "LD_PRELOAD": with_host_preload(environ.get("LD_PRELOAD", "")),
+        **memory_settings(environ),
     }
     return SimEnvironment(variables, UNSET_VARIABLES, cfg, path)
 

@@ -1,0 +1,61 @@
+/* Part of libncclsim-host.so. NCCL zeroes every shared-memory segment it
+ * creates (memset over the whole mapping), among them a 68 MB pool of proxy
+ * operations per rank of which it then uses about an eighth: on a simulated
+ * cluster of hundreds of ranks on one machine, most of its memory. Here a
+ * large zero fill of a shared file mapping (tmpfs: /dev/shm) punches a hole
+ * instead (MADV_REMOVE): the pages read as zero, as after the memset, but
+ * hold no memory until written. Any other memory (private, or where the
+ * hole cannot be punched) gets the real memset; the result is the same
+ * bytes either way. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Below this a memset is cheaper than the system call, and no segment worth
+ * the trouble is this small. */
+#define PUNCH_MIN ((size_t)1 << 20)
+
+typedef void *memset_fn(void *, int, size_t);
+static memset_fn *real_memset;
+
+/* Before libc's memset is known (only while this library starts). The
+ * attribute keeps the compiler from turning the loop into a memset call. */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void *bytewise(void *p, int c, size_t n)
+{
+    volatile unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) b[i] = (unsigned char)c;
+    return p;
+}
+
+__attribute__((constructor)) static void find_memset(void)
+{
+    memset_fn *fn = (memset_fn *)dlsym(RTLD_NEXT, "memset");
+    __atomic_store_n(&real_memset, fn, __ATOMIC_RELEASE);
+}
+
+static void *fill(void *p, int c, size_t n)
+{
+    memset_fn *fn = __atomic_load_n(&real_memset, __ATOMIC_ACQUIRE);
+    return fn ? fn(p, c, n) : bytewise(p, c, n);
+}
+
+EXPORT void *memset(void *p, int c, size_t n)
+{
+    if (c != 0 || n < PUNCH_MIN) return fill(p, c, n);
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)p, end = start + n;
+    uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
+    int saved = errno;
+    int punched = last > first && madvise((void *)first, last - first, MADV_REMOVE) == 0;
+    errno = saved; /* memset sets no errno */
+    if (!punched) return fill(p, c, n); /* not a shared file mapping (EINVAL, EACCES) */
+    fill(p, 0, first - start);
+    fill((void *)last, 0, end - last);
+    return p;
+}
