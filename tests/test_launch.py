@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -299,3 +301,26 @@ def test_malformed_preset_names_file_and_line(run_cli, tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{preset}:4:1: not valid YAML" in lines[0], proc.stderr
     assert not run.exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_launch_stops_its_ranks(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                          tmp_path: Path, sig: signal.Signals) -> None:
+    """A job scheduler's SIGTERM (or Ctrl-C) stops every rank and cleans up;
+    the launch exits with 128 + the signal."""
+    run = tmp_path / "run"
+    proc = subprocess.Popen([str(ncclsim_exe), "launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1",
+                             "--", "sh", "-c", "echo started; sleep 300"],
+                            cwd=tmp_path, env=clean_env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while not all((run / "ranks" / str(r) / "stdout").exists() and
+                  (run / "ranks" / str(r) / "stdout").read_text() for r in range(2)):
+        assert time.monotonic() < deadline and proc.poll() is None, "the ranks did not start"
+        time.sleep(0.1)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + sig, err
+    assert f"stopped by {sig.name}; stopping every rank" in err, err
+    assert json.loads((run / "launch.json").read_text())["stopped_by_signal"] == sig
+    leftovers.assert_none(run)

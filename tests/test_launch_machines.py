@@ -66,11 +66,13 @@ def test_whole_hosts_per_machine(tmp_path: Path, hosts: int, machines: int, per_
     f.write_text("".join(f"m{i}\n" for i in range(machines)))
     p = place(hosts, 8, f)
     assert (p.hosts_per_machine, len(p.machines)) == (per_machine, used)
-    assert p.mpiexec_args() == ["-f", str(f.resolve()), "-ppn", str(8 * per_machine)]
+    assert p.mpiexec_args(tmp_path) == ["-f", str(f.resolve()), "-ppn", str(8 * per_machine)]
     # No simulated host spans two machines: rank r is on machine r // ppn, host r // 8.
     for r in range(hosts * 8):
         assert (r // 8) // per_machine == r // p.processes_per_machine
-    assert place(hosts, 8, None).mpiexec_args() == ["-hosts", "localhost"]
+    local = place(hosts, 8, None).mpiexec_args(tmp_path)
+    assert local == ["-f", str(tmp_path / "mpi-nodes"), "-launcher", "fork", "-ppn", "8"]
+    assert (tmp_path / "mpi-nodes").read_text().split() == [f"ncclsim-h{h}" for h in range(hosts)]
 
 
 def test_interface_syntax() -> None:

@@ -97,7 +97,7 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
            "gpus_per_process": opts.gpus_per_process, "processes": nranks,
            "nccl_ranks": opts.hosts * gpus, "command": list(command), "mpiexec": mpi_command,
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
-           "status": outcome.status, "timed_out": outcome.timed_out,
+           "status": outcome.status, "timed_out": outcome.timed_out, "stopped_by_signal": outcome.stopped_by,
            "initialised": outcome.initialised,
            "ranks": [{"rank": o.rank, "host": o.host, "machine": run.rank_machine(o.rank),
                       "status": o.status} for o in outcome.ranks],
@@ -144,7 +144,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
               f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")
     started = time.time()
-    mpi_command = [str(exe), *placement.mpiexec_args(), *opts.mpiexec_args, "-n", str(nranks),
+    mpi_command = [str(exe), *placement.mpiexec_args(run.root), *opts.mpiexec_args, "-n", str(nranks),
                    str(script), *command]
     outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
     cleanup_failed = None

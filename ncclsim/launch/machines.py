@@ -1,7 +1,13 @@
 """Where the ranks run: this machine, or several real machines named in an
 MPI hostfile. A simulated host never spans two machines (its ranks share
 memory through /dev/shm), so whole simulated hosts are placed per machine:
-the first machine gets hosts 0..k-1, the next k..2k-1, and so on."""
+the first machine gets hosts 0..k-1, the next k..2k-1, and so on.
+
+On this machine each simulated host is a node of its own to MPI (one Hydra
+proxy per host, started by fork): MPI's local ranks (MPI_LOCALRANKID,
+MPI_Comm_split_type) are the simulated host's, and no proxy serves hundreds
+of ranks (Hydra's proxy and mpiexec deadlock writing to each other at ~512
+ranks behind one proxy)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ncclsim import NcclsimError
+from ncclsim.platform.env import nccl_host_id
 
 # A hostfile line: a machine name, optionally `:slots` (which ncclsim
 # overrides: it places whole simulated hosts per machine).
@@ -61,12 +68,25 @@ class Placement:
     def spread(self) -> bool:
         return self.hostfile is not None
 
-    def mpiexec_args(self) -> list[str]:
+    def mpiexec_args(self, run_root: Path) -> list[str]:
+        """mpiexec's placement arguments; on this machine they name a node
+        file written into the run directory."""
         if self.hostfile is None:
-            # Even inside a Slurm allocation of several nodes, where Hydra
-            # would otherwise spread the ranks over them.
-            return ["-hosts", "localhost"]
+            nodes = write_local_nodes(run_root, self.hosts_per_machine)
+            # fork: the names are MPI's only (and even inside a Slurm
+            # allocation the ranks stay on this machine).
+            return ["-f", str(nodes), "-launcher", "fork", "-ppn", str(self.processes_per_host)]
         return ["-f", str(self.hostfile), "-ppn", str(self.processes_per_machine)]
+
+
+LOCAL_NODES = "mpi-nodes"
+
+
+def write_local_nodes(run_root: Path, hosts: int) -> Path:
+    """One MPI node per simulated host, named as the host calls itself."""
+    path = run_root / LOCAL_NODES
+    path.write_text("".join(nccl_host_id(h) + "\n" for h in range(hosts)))
+    return path
 
 
 def place(hosts: int, processes_per_host: int, hostfile: Optional[Path]) -> Placement:

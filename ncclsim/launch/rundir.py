@@ -3,6 +3,7 @@
     launch.json            what was launched and how each rank ended
     run.json               the report (ncclsim report)
     rank.sh                the per-rank wrapper mpiexec starts
+    mpi-nodes              MPI's nodes on this machine: one per simulated host
     hosts/h<i>/            per simulated host: platform.conf, topo.xml
     ranks/<r>/             per rank: stdout, stderr, nccl.log, machine, exit
     topo-dump.xml          NCCL's fused topology of rank 0's host

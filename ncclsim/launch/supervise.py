@@ -5,12 +5,14 @@ everything and clean up."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, TextIO
+from typing import BinaryIO, Optional, TextIO
 
 from ncclsim.launch import cleanup
 from ncclsim.launch.rundir import RunDir
@@ -37,6 +39,49 @@ class Outcome:
     mpiexec_status: Optional[int] = None
     killed: list[int] = field(default_factory=list)
     shm_removed: list[str] = field(default_factory=list)
+    stopped_by: Optional[int] = None  # the signal that stopped the launch itself
+
+
+class _Stopped(Exception):
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _SignalStop:
+    """Ctrl-C, a job scheduler's SIGTERM or a closed terminal stop the ranks
+    like a failure does, rather than leaving them running: the first such
+    signal raises _Stopped in the watch loop; once `hold()` is called (the
+    cleanup has begun) signals are only recorded, so that a second Ctrl-C
+    cannot cut the cleanup short. Only the main thread can set handlers;
+    elsewhere (under a sweep's threads) nothing changes."""
+
+    def __init__(self) -> None:
+        self.received: Optional[int] = None
+        self.holding = False
+        self.previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.received is None:
+            self.received = signum
+        if not self.holding:
+            self.holding = True
+            raise _Stopped(signum)
+
+    def hold(self) -> None:
+        self.holding = True
+
+    def __enter__(self) -> "_SignalStop":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 class _Follower:
@@ -90,47 +135,41 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
-    try:
-        while True:
-            chunk = rank0.read()
-            if chunk:
-                out.write(chunk.decode(errors="replace"))
-                out.flush()
-            n = progress.update()
-            if n != shown:
-                shown = n
-                err.write(f"ncclsim: {n}/{nranks} {unit} initialised\n")
-                err.flush()
-            if proc.poll() is not None:
-                break
-            failed = [r for r in range(nranks) if (run.rank_exit(r) or 0) != 0]
-            if failed and first_failure is None:
-                first_failure = time.monotonic()
-            if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE:
-                break
-            if timeout and time.monotonic() - start > timeout:
-                timed_out = True
-                break
-            time.sleep(POLL)
-    except KeyboardInterrupt:
-        err.write("ncclsim: interrupted; stopping every rank\n")
-        timed_out = False
-    finally:
-        killed = cleanup.kill_run(run_id)
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
-        mpi_status = proc.wait()
-        mpi_log.close()
-        out.write(rank0.read().decode(errors="replace"))
-        out.flush()
-        removed = cleanup.remove_new_shm(shm_before)
+    with _SignalStop() as stop:
+        try:
+            while True:
+                chunk = rank0.read()
+                if chunk:
+                    out.write(chunk.decode(errors="replace"))
+                    out.flush()
+                n = progress.update()
+                if n != shown:
+                    shown = n
+                    err.write(f"ncclsim: {n}/{nranks} {unit} initialised\n")
+                    err.flush()
+                if proc.poll() is not None:
+                    break
+                failed = [r for r in range(nranks) if (run.rank_exit(r) or 0) != 0]
+                if failed and first_failure is None:
+                    first_failure = time.monotonic()
+                if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE:
+                    break
+                if timeout and time.monotonic() - start > timeout:
+                    timed_out = True
+                    break
+                time.sleep(POLL)
+        except _Stopped as e:
+            err.write(f"ncclsim: stopped by {signal.Signals(e.signum).name}; stopping every rank\n")
+        finally:
+            stop.hold()
+            killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, shm_before)
+    stopped_by = stop.received
 
     ranks = [RankOutcome(r, r // ranks_per_host, run.rank_exit(r)) for r in range(nranks)]
     statuses = [o.status for o in ranks]
-    if timed_out:
+    if stopped_by is not None:
+        status = 128 + stopped_by
+    elif timed_out:
         status = TIMEOUT_STATUS
     elif any(s for s in statuses if s):
         status = max(s for s in statuses if s)
@@ -139,4 +178,21 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     else:
         status = 0
     return Outcome(status, ranks, progress.update(), time.monotonic() - start, timed_out, mpi_status,
-                   killed, removed)
+                   killed, removed, stopped_by)
+
+
+def _finish(proc: subprocess.Popen, run_id: str, mpi_log: BinaryIO, rank0: _Follower, out: TextIO,
+            shm_before: set[str]) -> tuple[list[int], list[str], int]:
+    """Stop every process of the run, show the rest of rank 0's output,
+    remove the run's shared memory: (killed pids, removed segments, mpiexec's status)."""
+    killed = cleanup.kill_run(run_id)
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+    mpi_status = proc.wait()
+    mpi_log.close()
+    out.write(rank0.read().decode(errors="replace"))
+    out.flush()
+    return killed, cleanup.remove_new_shm(shm_before), mpi_status
