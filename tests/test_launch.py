@@ -324,3 +324,17 @@ def test_a_stopped_launch_stops_its_ranks(ncclsim_exe: Path, clean_env: dict[str
     assert f"stopped by {sig.name}; stopping every rank" in err, err
     assert json.loads((run / "launch.json").read_text())["stopped_by_signal"] == sig
     leftovers.assert_none(run)
+
+
+def test_each_simulated_host_is_an_mpi_node(run_cli, tmp_path: Path) -> None:
+    """MPI's view of locality matches the simulated hosts: a shared-memory
+    split and MPI_LOCALRANKID give each host's ranks."""
+    run = tmp_path / "run"
+    program = ("import os; from mpi4py import MPI; w = MPI.COMM_WORLD; "
+               "local = w.Split_type(MPI.COMM_TYPE_SHARED); "
+               "print(w.Get_rank(), local.Get_rank(), local.Get_size(), os.environ['MPI_LOCALRANKID'])")
+    proc = _launch(run_cli, run, "--hosts", "3", "--gpus", "2", "--", sys.executable, "-c", program)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for rank in range(6):
+        line = (run / "ranks" / str(rank) / "stdout").read_text().split()
+        assert line == [str(rank), str(rank % 2), "2", str(rank % 2)], line
