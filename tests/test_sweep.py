@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +88,27 @@ def test_expectations_and_points_units() -> None:
                                      "dgx-h100_2xall_NCCL_ALGO=Ring", "dgx-h100_2xall_NCCL_ALGO=Tree"]
     with pytest.raises(matrix.SweepError, match="repeats a point"):
         matrix.points(["dgx-h100"], [2, 2], [None], ["installed"], [])
+
+
+def test_a_stopped_sweep_stops_its_launches(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                            tmp_path: Path) -> None:
+    """SIGTERM to a sweep (a CI job cancelled): the running launch stops its
+    ranks, the next point is not run, the results say so, exit 128 + 15."""
+    out = tmp_path / "sweep"
+    proc = subprocess.Popen([str(ncclsim_exe), "sweep", "--out", str(out), "--hosts", "1,2", "--gpus", "1",
+                             "--jobs", "1", "--", "sh", "-c", "echo started; sleep 300"],
+                            cwd=tmp_path, env=clean_env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    first = out / "dgx-h100_1x1"
+    deadline = time.monotonic() + 60
+    while not ((first / "ranks" / "0" / "stdout").exists() and (first / "ranks" / "0" / "stdout").read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the first launch did not start its rank"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "ncclsim sweep: stopped by SIGTERM" in err, err
+    points = {p["name"]: p for p in json.loads((out / "sweep.json").read_text())["points"]}
+    assert points["dgx-h100_1x1"]["metrics"]["status"] == 128 + signal.SIGTERM, points
+    assert points["dgx-h100_2x1"]["error"] == "not run: the sweep was stopped", points
+    leftovers.assert_none(first)

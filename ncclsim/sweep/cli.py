@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
 from ncclsim.nccl import wheels
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
-from ncclsim.sweep.runner import Outcome, run_all
+from ncclsim.sweep.runner import Outcome, Stop, run_all
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -88,7 +89,8 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
         err.write(f"ncclsim sweep: [{done}/{len(points)}] {o.point.name}: {state} in {o.wall:.1f} s\n")
         err.flush()
 
-    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, progress)
+    stop = Stop()
+    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, progress, stop)
     out.write(output.table(outcomes))
     axes = {"preset": args.preset, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
             "env": args.env, "expect": args.expect, "command": command}
@@ -106,4 +108,7 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
         err.write(f"ncclsim sweep: {o.point.name} failed: {o.error}; run directory {o.run_dir}\n")
     err.write(f"ncclsim sweep: {len(outcomes) - len(failed)}/{len(outcomes)} run(s) ok, "
               f"{len(violations)} expectation(s) not met; results in {out_dir / 'sweep.json'}\n")
+    if stop.signum is not None:
+        err.write(f"ncclsim sweep: stopped by {signal.Signals(stop.signum).name}\n")
+        return 128 + stop.signum
     return 1 if failed or violations else 0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -52,34 +54,85 @@ def _failure(stderr: str) -> str:
     return (errors or lines or ["no output"])[0][:300]
 
 
+class Stop:
+    """A sweep stopped by a signal (Ctrl-C, a CI job's SIGTERM): the launches
+    running get the same signal, so each stops its ranks and cleans up, and
+    the points not started yet are not run."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self._lock = threading.Lock()
+        self._running: set[subprocess.Popen[str]] = set()
+
+    def handle(self, signum: int, frame: object = None) -> None:
+        with self._lock:
+            self.signum = self.signum or signum
+            running = list(self._running)
+        for proc in running:
+            proc.send_signal(signum)
+
+    def start(self, args: list[str], env: dict[str, str]) -> Optional[subprocess.Popen[str]]:
+        """The launch, started and watched; None once the sweep is stopped."""
+        with self._lock:
+            if self.signum is not None:
+                return None
+            proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            self._running.add(proc)
+            return proc
+
+    def finished(self, proc: subprocess.Popen[str]) -> None:
+        with self._lock:
+            self._running.discard(proc)
+
+
 def run_point(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
-              environ: Mapping[str, str], expectations: Sequence[Expectation]) -> Outcome:
+              environ: Mapping[str, str], expectations: Sequence[Expectation],
+              stop: Optional[Stop] = None) -> Outcome:
+    stop = stop or Stop()
     t = time.monotonic()
-    proc = subprocess.run(launch_command(p, run_dir, timeout, command), env={**environ, **dict(p.env)},
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    proc = stop.start(launch_command(p, run_dir, timeout, command), {**environ, **dict(p.env)})
+    if proc is None:
+        return Outcome(p, run_dir, 0.0, collect(run_dir), error="not run: the sweep was stopped")
+    try:
+        stdout, stderr = proc.communicate()
+    finally:
+        stop.finished(proc)
     wall = time.monotonic() - t
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "launch.stdout").write_text(proc.stdout)
-    (run_dir / "launch.stderr").write_text(proc.stderr)
+    (run_dir / "launch.stdout").write_text(stdout)
+    (run_dir / "launch.stderr").write_text(stderr)
     out = Outcome(p, run_dir, wall, collect(run_dir))
     if proc.returncode != 0:
         out.metrics["ok"] = 0
         out.metrics.setdefault("status", proc.returncode)
-        out.error = _failure(proc.stderr)
+        out.error = _failure(stderr)
     out.violations = [v for v in (e.violation(out.metrics) for e in expectations) if v]
     return out
 
 
 def run_all(points: Sequence[Point], out_dir: Path, jobs: int, timeout: float, command: Sequence[str],
             environ: Mapping[str, str], expectations: Sequence[Expectation],
-            progress: Optional[Callable[[int, Outcome], None]] = None) -> list[Outcome]:
-    """Every point, `jobs` at a time; results in the points' order."""
+            progress: Optional[Callable[[int, Outcome], None]] = None,
+            stop: Optional[Stop] = None) -> list[Outcome]:
+    """Every point, `jobs` at a time; results in the points' order. With
+    `stop`, its signals are handled meanwhile (main thread only)."""
+    stop = stop or Stop()
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        previous = {sig: signal.signal(sig, stop.handle) for sig in Stop.SIGNALS}
     results: dict[int, Outcome] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(run_point, p, out_dir / p.name, timeout, command, environ, expectations): i
-                   for i, p in enumerate(points)}
-        for f in as_completed(futures):
-            results[futures[f]] = f.result()
-            if progress:
-                progress(len(results), results[futures[f]])
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {pool.submit(run_point, p, out_dir / p.name, timeout, command, environ, expectations,
+                                   stop): i for i, p in enumerate(points)}
+            for f in as_completed(futures):
+                results[futures[f]] = f.result()
+                if progress:
+                    progress(len(results), results[futures[f]])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     return [results[i] for i in range(len(points))]
