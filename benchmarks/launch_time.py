@@ -67,10 +67,6 @@ SUSTAIN = 5
 INIT_RE = re.compile(r"Init timings - ncclCommInitRank: rank (\d+) nranks (\d+) total ([\d.]+) \(([^)]*)\)")
 
 
-
-
-
-
 def lib_fingerprint() -> dict[str, str]:
     """sha256 (first 12 hex digits) of each library launch will use (ncclsim/lib in
     place: a rebuild during the measurement changes what is measured)."""
@@ -82,8 +78,6 @@ def lib_fingerprint() -> dict[str, str]:
         except OSError:
             pass
     return out
-
-
 
 
 @dataclass(frozen=True)
@@ -120,10 +114,6 @@ def parse_configs(text: str) -> list[Config]:
 
 
 # ---------------------------------------------------------------- sampling
-
-
-
-
 
 
 def _shm_names() -> set[str]:

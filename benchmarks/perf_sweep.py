@@ -45,36 +45,24 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from ncclsim.paths import mpi_nvcc_flags  # noqa: E402  (the interpreter's ncclsim)
+from ncclsim.paths import mpi_nvcc_flags, nccl_lib_dir  # the interpreter's ncclsim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
-                    PYTHON, raise_priority, rollup, ROOT, scan_run, table, temp_dir, write_json)
+                    raise_priority, rollup, ROOT, scan_run, table, temp_dir, write_json)
 
 MB = 1e6
 SOURCE = ROOT / "tests" / "programs" / "nccl_perf.cu"
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+float\s+(?:sum|none)\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\d+|N/A)$")
 
 
-
-
 # ---------------------------------------------------------------- build
-
-def _nccl_lib_dir() -> Path:
-    """The NCCL wheel of the interpreter's environment (as `ncclsim launch` finds it)."""
-    out = subprocess.run([PYTHON, "-c", "from ncclsim.paths import nccl_lib_dir; print(nccl_lib_dir())"],
-                         cwd="/", capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        sys.exit(f"benchmarks: NCCL wheel not found: {out.stderr.strip()[-500:]}")
-    return Path(out.stdout.strip())
-
-
 
 def build(out_dir: Path) -> tuple[Path, float]:
     """nccl_perf and the seconds nvcc took."""
     if shutil.which("nvcc") is None:
         sys.exit("benchmarks: nvcc (CUDA toolkit) is not on PATH: nccl_perf cannot be built")
-    nccl = _nccl_lib_dir()
+    nccl = nccl_lib_dir()
     exe = out_dir / "nccl_perf"
     t0 = time.perf_counter()
     p = subprocess.run(["nvcc", "-arch=sm_90", "-O2", "-o", str(exe), str(SOURCE), f"-I{nccl.parent / 'include'}",
@@ -85,11 +73,6 @@ def build(out_dir: Path) -> tuple[Path, float]:
 
 
 # ---------------------------------------------------------------- sampling
-
-
-
-
-
 
 
 class RunSampler:
@@ -147,7 +130,6 @@ class Row:
 @dataclass
 class Run:
     variant: str
-    status: int
     wall_s: float
     user_s: float
     sys_s: float
@@ -203,7 +185,7 @@ def run_once(exe: Path, run_dir: Path, args: argparse.Namespace, check: bool) ->
     rows = parse_rows(out)
     m = re.search(r"^# Avg bus bandwidth +: ([\d.]+)", out, re.M)
     doc = json.loads((run_dir / "launch.json").read_text())
-    return Run(variant=f"-c {int(check)}", status=p.returncode, wall_s=round(wall, 3), user_s=round(user, 3),
+    return Run(variant=f"-c {int(check)}", wall_s=round(wall, 3), user_s=round(user, 3),
                sys_s=round(sys_, 3), others_s=round(max(0.0, (m1 - m0) - user - sys_ - mine), 2), load1=load1,
                launch_seconds=doc["seconds"], peak_all_pss_mb=round(sampler.peak_all / MB, 1),
                peak_ranks_pss_mb=round(sampler.peak_ranks / MB, 1),

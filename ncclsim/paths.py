@@ -77,4 +77,3 @@ def mpi_nvcc_flags() -> list[str]:
         else:
             flags += ["-Xcompiler", w]
     return flags
-

@@ -48,30 +48,28 @@ print("ok")
 """
 
 
-def test_zero_fill_of_shared_memory_holds_no_pages(lib_dir: Path, clean_env: dict[str, str],
-                                                  tmp_path: Path) -> None:
+def _shared_bytes_held(env: dict[str, str], tmp_path: Path) -> int:
+    """Runs CHILD (every byte checked there); what its segment held right
+    after the zero fill."""
     segment = Path("/dev/shm") / f"ncclsim-test-zero-fill-{tmp_path.name}"
-    env = {**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, str(segment)], env=env, text=True,
                               capture_output=True, timeout=60)
     finally:
         segment.unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr
-    held = int(proc.stdout.split("shared_bytes_held ")[1].split()[0])
+    assert proc.stdout.rstrip().endswith("ok"), proc.stdout
+    return int(proc.stdout.split("shared_bytes_held ")[1].split()[0])
+
+
+def test_zero_fill_of_shared_memory_holds_no_pages(lib_dir: Path, clean_env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    held = _shared_bytes_held({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
     # Only the two edge pages, not the 16 MiB the file was allocated with.
-    assert held <= 2 * 4096 * 4, proc.stdout
-    assert proc.stdout.rstrip().endswith("ok")
+    assert held <= 2 * 4096 * 4, held
 
 
 def test_without_the_preload_memset_holds_the_pages(clean_env: dict[str, str], tmp_path: Path) -> None:
     """The same child without the preload: the segment stays allocated (the
     test above measures the preload, not tmpfs)."""
-    segment = Path("/dev/shm") / f"ncclsim-test-zero-fill-{tmp_path.name}"
-    try:
-        proc = subprocess.run([sys.executable, "-c", CHILD, str(segment)], env=clean_env, text=True,
-                              capture_output=True, timeout=60)
-    finally:
-        segment.unlink(missing_ok=True)
-    assert proc.returncode == 0, proc.stderr
-    assert int(proc.stdout.split("shared_bytes_held ")[1].split()[0]) >= 16 << 20
+    assert _shared_bytes_held(clean_env, tmp_path) >= 16 << 20

@@ -71,12 +71,18 @@ static bool ring_prims(coll_ctx *c, fc_prims *p, int chunkSteps, int sliceSteps)
                          c->w->coll.sendbuff, c->w->coll.recvbuff, c->op);
 }
 
-/* ring->userRanks[i] */
-static int user_rank(const coll_ctx *c, int i)
+/* ring->userRanks[0..nRanks), read once per work rather than per chunk;
+ * [0] is this rank, [1] the next, [nRanks-1] the previous. NULL: failed
+ * (said why); the caller frees it. */
+static int32_t *ring_user_ranks(const coll_ctx *c)
 {
-    int32_t r = -1;
-    if (!c->ch->ring_userRanks || !fc_nccl_read(c->ch->ring_userRanks + (uintptr_t)i * 4, &r, 4))
+    size_t n = (size_t)c->e->l->nRanks * sizeof(int32_t);
+    int32_t *r = malloc(n);
+    if (!r || !c->ch->ring_userRanks || !fc_nccl_read(c->ch->ring_userRanks, r, n)) {
         fc_emu_fail(c->e, "%s: the ring's ranks are not readable", c->who);
+        free(r);
+        return NULL;
+    }
     return r;
 }
 
@@ -189,20 +195,26 @@ static void allgather_ring(coll_ctx *c)
     int nranks = c->e->l->nRanks;
     int64_t count, partOffset, partCount, chunkCount;
     cbd_part(c, &count, &partOffset, &partCount, &chunkCount);
+    int32_t *ur = ring_user_ranks(c);
     fc_prims p;
-    if (!ring_prims(c, &p, L->ALLGATHER_CHUNKSTEPS, L->ALLGATHER_SLICESTEPS)) return;
+    if (!ur) return;
+    if (!ring_prims(c, &p, L->ALLGATHER_CHUNKSTEPS, L->ALLGATHER_SLICESTEPS)) {
+        free(ur);
+        return;
+    }
     uintptr_t in = c->w->coll.sendbuff, out = c->w->coll.recvbuff;
     for (int64_t elemOffset = 0; elemOffset < partCount; elemOffset += chunkCount) {
         int64_t nelem = min64(chunkCount, partCount - elemOffset), dataOffset = partOffset + elemOffset;
-        int64_t offset = dataOffset + user_rank(c, 0) * count;
+        int64_t offset = dataOffset + ur[0] * count;
         if (in + (uintptr_t)(dataOffset * (int64_t)c->esz) == out + (uintptr_t)(offset * (int64_t)c->esz))
             FC_SEND(&p, dataOffset, nelem);
         else
             FC_COPY_SEND(&p, dataOffset, offset, nelem);
-        for (int j = 1; j < nranks - 1; ++j) FC_RECV_COPY_SEND(&p, dataOffset + user_rank(c, nranks - j) * count, nelem);
-        FC_RECV(&p, dataOffset + user_rank(c, 1) * count, nelem, false);
+        for (int j = 1; j < nranks - 1; ++j) FC_RECV_COPY_SEND(&p, dataOffset + ur[nranks - j] * count, nelem);
+        FC_RECV(&p, dataOffset + ur[1] * count, nelem, false);
     }
     fc_prims_fini(&p);
+    free(ur);
 }
 
 static void reducescatter_ring(coll_ctx *c)
@@ -211,21 +223,27 @@ static void reducescatter_ring(coll_ctx *c)
     int nranks = c->e->l->nRanks;
     int64_t count, gridOffset, channelCount, chunkCount;
     cbd_part(c, &count, &gridOffset, &channelCount, &chunkCount);
+    int32_t *ur = ring_user_ranks(c);
     fc_prims p;
-    if (!ring_prims(c, &p, L->REDUCESCATTER_CHUNKSTEPS, L->REDUCESCATTER_SLICESTEPS)) return;
+    if (!ur) return;
+    if (!ring_prims(c, &p, L->REDUCESCATTER_CHUNKSTEPS, L->REDUCESCATTER_SLICESTEPS)) {
+        free(ur);
+        return;
+    }
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunkCount) {
         int64_t nelem = min64(chunkCount, channelCount - elemOffset), dataOffset = gridOffset + elemOffset;
-        FC_SEND(&p, dataOffset + user_rank(c, nranks - 1) * count, nelem);
-        for (int j = 2; j < nranks; ++j) FC_RECV_REDUCE_SEND(&p, dataOffset + user_rank(c, nranks - j) * count, nelem);
-        FC_RECV_REDUCE_COPY(&p, dataOffset + user_rank(c, 0) * count, dataOffset, nelem, true);
+        FC_SEND(&p, dataOffset + ur[nranks - 1] * count, nelem);
+        for (int j = 2; j < nranks; ++j) FC_RECV_REDUCE_SEND(&p, dataOffset + ur[nranks - j] * count, nelem);
+        FC_RECV_REDUCE_COPY(&p, dataOffset + ur[0] * count, dataOffset, nelem, true);
     }
     fc_prims_fini(&p);
+    free(ur);
 }
 
 static void broadcast_ring(coll_ctx *c)
 {
     const fc_nccl_layout *L = c->e->L;
-    int rank = user_rank(c, 0), next = user_rank(c, 1), root = (int)c->w->coll.root;
+    int rank = c->e->l->rank, next = c->ch->ring_next, root = (int)c->w->coll.root;
     int64_t count, gridOffset, channelCount, chunkCount;
     cbd_part(c, &count, &gridOffset, &channelCount, &chunkCount);
     fc_prims p;
@@ -248,7 +266,7 @@ static void broadcast_ring(coll_ctx *c)
 static void reduce_ring(coll_ctx *c)
 {
     const fc_nccl_layout *L = c->e->L;
-    int nranks = c->e->l->nRanks, rank = c->e->l->rank, prev = user_rank(c, nranks - 1), root = (int)c->w->coll.root;
+    int rank = c->e->l->rank, prev = c->ch->ring_prev, root = (int)c->w->coll.root;
     int64_t count, gridOffset, channelCount, chunkCount;
     cbd_part(c, &count, &gridOffset, &channelCount, &chunkCount);
     fc_prims p;

@@ -711,7 +711,7 @@ CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
             fc_log_fatal_config("NCCL %s launched %s, which ncclsim's device emulation does not implement; the "
                                 "launch fails (NCCL_ALGO / NCCL_PROTO can steer NCCL to Ring or Tree)",
                                 rel->version, why);
-        if (fc_trace_enabled()) trace_launch(l);
+        report(l); /* the trace */
         r = CUDA_ERROR_NOT_SUPPORTED;
     } else if (!fc_stream_enqueue(s, emulate_op, &l, sizeof l, false)) {
         r = CUDA_ERROR_OUT_OF_MEMORY;

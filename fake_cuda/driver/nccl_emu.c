@@ -107,11 +107,7 @@ static void run_channel(fc_task *t, void *arg)
     if (counterAt && !fc_emu_failed(f->e)) put_u64(counterAt, 0, counter);
 }
 
-static bool should_stop(void *arg)
-{
-    fc_emu *e = arg;
-    return fc_emu_failed(e) || (e->abortFlag && __atomic_load_n(e->abortFlag, __ATOMIC_ACQUIRE));
-}
+static bool should_stop(void *arg) { return fc_emu_stopped(arg); }
 
 void fc_emu_run(fc_nccl_launch *l)
 {

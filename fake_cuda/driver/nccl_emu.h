@@ -22,6 +22,11 @@ typedef struct fc_emu fc_emu;
 
 void fc_emu_fail(fc_emu *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline bool fc_emu_failed(const fc_emu *e) { return e->error[0] != 0; }
+/* Failed, or NCCL's abort flag is set: every flow stops. */
+static inline bool fc_emu_stopped(const fc_emu *e)
+{
+    return fc_emu_failed(e) || (e->abortFlag && __atomic_load_n(e->abortFlag, __ATOMIC_ACQUIRE));
+}
 
 /* Why the decoded launch cannot be emulated (work the emulation does not
  * implement), written to why; false when it can. Checked when the kernel is

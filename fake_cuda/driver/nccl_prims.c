@@ -139,7 +139,7 @@ void fc_prims_fini(fc_prims *p)
 
 /* ---- waiting ---- */
 
-static bool aborted(const fc_prims *p) { return fc_emu_failed(p->e) || (p->e->abortFlag && *p->e->abortFlag); }
+static bool aborted(const fc_prims *p) { return fc_emu_stopped(p->e); }
 
 /* What a blocked flow waits for, for the stall report. */
 static void describe(fc_prims *p, const char *what, bool send, int i, uint64_t step, const char *seen,

@@ -78,7 +78,6 @@ void fc_prims_fini(fc_prims *p);
 /* NCCL's names for the calls the algorithms make (directX behaves as X
  * without registered buffers, which the emulation refuses at launch). */
 #define FC_SEND(p, in, n) fc_prims_op((p), false, true, FC_BUF_INPUT, (in), FC_BUF_NONE, 0, (n), false)
-#define FC_SEND_FROM_OUTPUT(p, out, n) fc_prims_op((p), false, true, FC_BUF_OUTPUT, (out), FC_BUF_NONE, 0, (n), false)
 #define FC_RECV(p, out, n, post) fc_prims_op((p), true, false, FC_BUF_NONE, 0, FC_BUF_OUTPUT, (out), (n), (post))
 #define FC_COPY_SEND(p, in, out, n) fc_prims_op((p), false, true, FC_BUF_INPUT, (in), FC_BUF_OUTPUT, (out), (n), false)
 #define FC_RECV_COPY_SEND(p, out, n) fc_prims_op((p), true, true, FC_BUF_NONE, 0, FC_BUF_OUTPUT, (out), (n), false)

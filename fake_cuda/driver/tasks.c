@@ -3,6 +3,7 @@
 
 #include <sched.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,7 +38,6 @@ struct fc_task {
 struct fc_sched {
     ucontext_t main;
     fc_task *tasks; /* live flows, in spawn order */
-    fc_task *current;
     uint64_t progress;
     fc_sched_stop_fn stop;
     void *stop_arg;
@@ -51,15 +51,29 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t stall_ns;
+static void read_stall_seconds(void)
+{
+    const char *env = getenv("NCCLSIM_STALL_SECONDS");
+    double secs = env && *env ? strtod(env, NULL) : STALL_REPORT_DEFAULT_S;
+    stall_ns = secs > 0 ? (uint64_t)(secs * 1e9) : 0;
+}
+
+/* NCCLSIM_STALL_SECONDS, read once (a scheduler is made per launch). */
+static uint64_t stall_report_ns(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, read_stall_seconds);
+    return stall_ns;
+}
+
 fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
 {
     fc_sched *s = calloc(1, sizeof *s);
     if (s) {
         s->stop = stop;
         s->stop_arg = stop_arg;
-        const char *env = getenv("NCCLSIM_STALL_SECONDS");
-        double secs = env && *env ? strtod(env, NULL) : STALL_REPORT_DEFAULT_S;
-        s->stall_ns = secs > 0 ? (uint64_t)(secs * 1e9) : 0;
+        s->stall_ns = stall_report_ns();
     }
     return s;
 }
@@ -155,7 +169,6 @@ bool fc_sched_run(fc_sched *s)
         uint64_t before = s->progress;
         for (fc_task **at = &s->tasks; *at;) {
             fc_task *t = *at;
-            s->current = t;
             swapcontext(&s->main, &t->ctx);
             if (t->done) {
                 *at = t->next;
@@ -164,7 +177,6 @@ bool fc_sched_run(fc_sched *s)
                 at = &t->next;
             }
         }
-        s->current = NULL;
         if (s->progress != before) {
             idle = 0;
             idle_since = 0;

@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import Mapping, Optional, TextIO
 
 from ncclsim.launch import rank_script, rundir
 from ncclsim.launch.machines import Placement, place
@@ -90,7 +90,7 @@ def _over(placement: Placement) -> str:
 
 def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, started: float,
             gpus: int, nranks: int, mpi_command: list[str], command: tuple[str, ...],
-            outcome: Outcome) -> None:
+            outcome: Outcome, machines: list[Optional[str]]) -> None:
     """launch.json: what was launched and how every rank ended (the report includes it)."""
     doc = {"schema_version": SCHEMA_VERSION, "run_id": run_id, "started": started, "preset": preset,
            "seconds": round(outcome.seconds, 3), "hosts": opts.hosts, "gpus_per_host": gpus,
@@ -99,8 +99,8 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
            "status": outcome.status, "timed_out": outcome.timed_out, "stopped_by_signal": outcome.stopped_by,
            "initialised": outcome.initialised,
-           "ranks": [{"rank": o.rank, "host": o.host, "machine": run.rank_machine(o.rank),
-                      "status": o.status} for o in outcome.ranks],
+           "ranks": [{"rank": o.rank, "host": o.host, "machine": machines[o.rank], "status": o.status}
+                     for o in outcome.ranks],
            "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
     run.launch_json.write_text(json.dumps(doc, indent=1))
 
@@ -110,12 +110,13 @@ def _nccl_lib(spec: str, err: TextIO) -> Path:
     yet is fetched from PyPI first (errors before anything runs)."""
     if spec == "installed":
         return nccl_lib_dir()
-    flavour, version = wheels.parse_spec(spec)
-    if not wheels.is_cached(spec):
-        err.write(f"ncclsim: fetching nvidia-nccl-{flavour}=={version} from PyPI (once, into "
-                  f"{wheels.cache_root()})\n")
-        err.flush()
-    return wheels.fetch(spec).lib_dir
+    return wheels.fetch(spec, notify=lambda package: _say(
+        err, f"ncclsim: fetching {package} from PyPI (once, into {wheels.cache_root()})")).lib_dir
+
+
+def _say(err: TextIO, line: str) -> None:
+    err.write(line + "\n")
+    err.flush()
 
 
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
@@ -147,10 +148,11 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     mpi_command = [str(exe), *placement.mpiexec_args(run.root), *opts.mpiexec_args, "-n", str(nranks),
                    str(script), *command]
     outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
+    machines = [run.rank_machine(r) for r in range(nranks)]  # None: the rank never started
     cleanup_failed = None
-    if placement.spread and any(run.rank_machine(r) for r in range(nranks)):
+    if placement.spread and any(machines):
         cleanup_failed = clean_machines(exe, placement, opts.mpiexec_args, run, run_id, started, environ)
-    _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome)
+    _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
     for line in _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
     _print_report(run, out, err)

@@ -5,15 +5,14 @@ everything and clean up."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Optional, TextIO
 
+from ncclsim import stop_signals
 from ncclsim.launch import cleanup
 from ncclsim.launch.rundir import RunDir
 
@@ -48,23 +47,18 @@ class _Stopped(Exception):
         self.signum = signum
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 class _SignalStop:
     """Ctrl-C, a job scheduler's SIGTERM or a closed terminal stop the ranks
     like a failure does, rather than leaving them running: the first such
     signal raises _Stopped in the watch loop; once `hold()` is called (the
     cleanup has begun) signals are only recorded, so that a second Ctrl-C
-    cannot cut the cleanup short. Only the main thread can set handlers;
-    elsewhere (under a sweep's threads) nothing changes."""
+    cannot cut the cleanup short."""
 
     def __init__(self) -> None:
         self.received: Optional[int] = None
         self.holding = False
-        self.previous: dict[int, object] = {}
 
-    def _handle(self, signum: int, frame: object) -> None:
+    def handle(self, signum: int, frame: object) -> None:
         if self.received is None:
             self.received = signum
         if not self.holding:
@@ -73,15 +67,6 @@ class _SignalStop:
 
     def hold(self) -> None:
         self.holding = True
-
-    def __enter__(self) -> "_SignalStop":
-        if threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, self._handle) for sig in STOP_SIGNALS}
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, handler in self.previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
 class _Follower:
@@ -135,7 +120,8 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
-    with _SignalStop() as stop:
+    stop = _SignalStop()
+    with stop_signals.handled_by(stop.handle):
         try:
             while True:
                 chunk = rank0.read()
@@ -159,7 +145,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                     break
                 time.sleep(POLL)
         except _Stopped as e:
-            err.write(f"ncclsim: stopped by {signal.Signals(e.signum).name}; stopping every rank\n")
+            err.write(f"ncclsim: stopped by {stop_signals.name(e.signum)}; stopping every rank\n")
         finally:
             stop.hold()
             killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, shm_before)

@@ -17,7 +17,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.paths import nccl_lib_dir
@@ -67,21 +67,13 @@ def parse_spec(spec: str) -> tuple[str, str]:
     return flavour, version
 
 
-def _cached(spec: str, environ: Mapping[str, str]) -> NcclBuild:
+def fetch(spec: str, environ: Mapping[str, str] = os.environ,
+          notify: Optional[Callable[[str], None]] = None) -> NcclBuild:
+    """The NCCL release `spec` ("2.21.5", "cu13:2.32.3"), downloading it once;
+    `notify` hears the package's name just before a download starts."""
     flavour, version = parse_spec(spec)
     dest = cache_root(environ) / f"{flavour}-{version}"
-    return NcclBuild(flavour, version, dest / "lib", dest / "include")
-
-
-def is_cached(spec: str, environ: Mapping[str, str] = os.environ) -> bool:
-    """Whether `spec` is already in the cache (False: fetch() will download it)."""
-    return _cached(spec, environ).library.exists()
-
-
-def fetch(spec: str, environ: Mapping[str, str] = os.environ) -> NcclBuild:
-    """The NCCL release `spec` ("2.21.5", "cu13:2.32.3"), downloading it once."""
-    build = _cached(spec, environ)
-    flavour, version, dest = build.flavour, build.version, build.lib_dir.parent
+    build = NcclBuild(flavour, version, dest / "lib", dest / "include")
     if build.library.exists():
         return build
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +81,8 @@ def fetch(spec: str, environ: Mapping[str, str] = os.environ) -> NcclBuild:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one download per release, even from parallel runs
         if build.library.exists():
             return build
+        if notify:
+            notify(f"nvidia-nccl-{flavour}=={version}")
         _download(flavour, version, dest)
     return build
 

@@ -123,11 +123,13 @@ class Rank:
         self.libs.cuda_check(self.libs.cuda.cudaStreamSynchronize(self.stream[0]),
                              f"cudaStreamSynchronize on GPU {self.device}")
 
-    def copy_in(self, data: bytes) -> None:
-        """The input buffer gets `data`; the output is cleared."""
+    def fill_send(self, data: bytes) -> None:
         self.use()
         self.libs.cuda_check(self.libs.cuda.cudaMemcpy(self.send[0], data, len(data), CUDA_MEMCPY_H2D),
                              f"cudaMemcpy to GPU {self.device}")
+
+    def clear_recv(self) -> None:
+        self.use()
         self.libs.cuda_check(self.libs.cuda.cudaMemset(self.recv[0], 0, self.nbytes),
                              f"cudaMemset on GPU {self.device}")
 
@@ -231,11 +233,16 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     result = ProbeResult(libs.nccl_version(), nranks, world.size, len(hosts), time.perf_counter() - t0)
     log(f"initialised {nranks} ranks on {len(hosts)} host(s) in {result.init_seconds:.2f} s")
 
+    # No operation writes its input: one fill serves them all (and a fault
+    # that wrote into it shows in every later check).
+    if opts.check and opts.operations:
+        for r in ranks:
+            r.fill_send(check.pattern(r.rank, 0, nbytes // 4))
     for op in opts.operations:
         for size in opts.sizes:
             if opts.check:
                 for r in ranks:
-                    r.copy_in(check.pattern(r.rank, 0, nbytes // 4))
+                    r.clear_recv()
             t = time.perf_counter()
             for _ in range(opts.iterations):
                 _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks), op)

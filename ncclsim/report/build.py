@@ -14,7 +14,6 @@ from ncclsim.report import parse_log as pl
 from ncclsim.report.collect import Collected, RankRecord, collect, read_log_lines
 from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, RankInfo,
                                   Report, Topology, Transports, TuningEntry)
-from ncclsim.report.nics import nic_use
 from ncclsim.report.structure import build_rings, build_trees
 
 RUN_JSON = "run.json"
@@ -48,7 +47,7 @@ def _read(path: Path) -> list[tuple[int, pl.LogLine]]:
         return []
 
 
-def _dump(run_dir: Path, prefix: str) -> Optional[Path]:
+def find_dump(run_dir: Path, prefix: str) -> Optional[Path]:
     """NCCL's dump at the top of the run directory (a name with `dump` first), or
     one deeper that says `dump` (hosts/*/topo.xml are the inputs, not dumps)."""
     top = sorted(run_dir.glob(f"{prefix}*.xml"), key=lambda p: ("dump" not in p.name, p.name))
@@ -96,7 +95,7 @@ def write_run_json(run_dir: Path, report: Optional[Report] = None) -> Path:
 def _read_dumps(run_dir: Path, notes: list[str]) -> tuple[tuple[Graph, ...], Optional[Topology]]:
     graphs: tuple[Graph, ...] = ()
     topology = None
-    graph_path, topo_path = _dump(run_dir, "graph"), _dump(run_dir, "topo")
+    graph_path, topo_path = find_dump(run_dir, "graph"), find_dump(run_dir, "topo")
     try:
         if graph_path is not None:
             graphs = dumps.read_graphs(graph_path)
@@ -171,6 +170,7 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
     if host_of is not None and len(hosts) > 1:
         launched = (launch or {}).get("hosts")
         nhosts = max(len(hosts), launched if isinstance(launched, int) else 0)
+        from ncclsim.report.nics import nic_use  # networkx: loaded only for multi-host runs
         nics, nic_check = nic_use(run_dir, nhosts, hosts, ranks, connections, notes)
         checks += [nic_check] if nic_check else []
     if not graphs and rank0 is not None:

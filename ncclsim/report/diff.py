@@ -56,13 +56,14 @@ def load_run(path: Path) -> dict[str, Any]:
     raise DiffError(f"{path}: no such run directory or run.json")
 
 
-def _sweep_file(path: Path) -> Optional[Path]:
+def _sweep(path: Path) -> Optional[dict[str, Any]]:
+    """The sweep document `path` is (sweep.json or its directory), else None."""
     if path.is_dir() and (path / SWEEP_JSON).exists():
-        return path / SWEEP_JSON
+        path = path / SWEEP_JSON
     if path.is_file() and path.name.endswith(".json"):
         doc = _load_json(path)
         if isinstance(doc, dict) and "points" in doc and "axes" in doc:
-            return path
+            return doc
     return None
 
 
@@ -112,13 +113,13 @@ def diff_reports(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
 def diff_paths(a: Path, b: Path) -> list[RunDiff]:
     """Two runs, or two sweeps point by point (matched by name; runs whose
     directories are gone are compared by their recorded metrics)."""
-    sa, sb = _sweep_file(a), _sweep_file(b)
+    sa, sb = _sweep(a), _sweep(b)
     if (sa is None) != (sb is None):
         raise DiffError(f"cannot compare a sweep with a single run: {a if sa else b} is a sweep")
     if sa is None or sb is None:
         return [RunDiff("", diff_reports(load_run(a), load_run(b)))]
-    pa = {p["name"]: p for p in _load_json(sa)["points"]}
-    pb = {p["name"]: p for p in _load_json(sb)["points"]}
+    pa = {p["name"]: p for p in sa["points"]}
+    pb = {p["name"]: p for p in sb["points"]}
     diffs = []
     for name in list(dict.fromkeys([*pa, *pb])):
         if name not in pa or name not in pb:

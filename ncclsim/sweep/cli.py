@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import time
 from pathlib import Path
 from typing import Mapping, Optional, TextIO
 
+from ncclsim import stop_signals
 from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
 from ncclsim.nccl import wheels
 from ncclsim.sweep import expect, matrix, output
@@ -60,11 +60,12 @@ def _points(args: argparse.Namespace) -> list[matrix.Point]:
 
 def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
     """Each release once, before any run: one that does not exist stops the sweep here."""
+    def say(package: str) -> None:
+        err.write(f"ncclsim sweep: fetching {package} from PyPI (once)\n")
+        err.flush()
     for spec in dict.fromkeys(p.nccl for p in points):
-        if spec != "installed" and not wheels.is_cached(spec):
-            err.write(f"ncclsim sweep: fetching NCCL {spec} from PyPI (once)\n")
-            err.flush()
-            wheels.fetch(spec)
+        if spec != "installed":
+            wheels.fetch(spec, notify=say)
 
 
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
@@ -85,12 +86,12 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     err.write(f"ncclsim sweep: {len(points)} run(s), {jobs} at a time; runs in {out_dir}\n")
 
     def progress(done: int, o: Outcome) -> None:
-        state = "ok" if o.ok and not o.violations else "VIOLATED" if o.ok else "FAILED"
+        state = o.result if o.result == "ok" else o.result.upper()
         err.write(f"ncclsim sweep: [{done}/{len(points)}] {o.point.name}: {state} in {o.wall:.1f} s\n")
         err.flush()
 
     stop = Stop()
-    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, progress, stop)
+    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, stop, progress)
     out.write(output.table(outcomes))
     axes = {"preset": args.preset, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
             "env": args.env, "expect": args.expect, "command": command}
@@ -109,6 +110,6 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     err.write(f"ncclsim sweep: {len(outcomes) - len(failed)}/{len(outcomes)} run(s) ok, "
               f"{len(violations)} expectation(s) not met; results in {out_dir / 'sweep.json'}\n")
     if stop.signum is not None:
-        err.write(f"ncclsim sweep: stopped by {signal.Signals(stop.signum).name}\n")
+        err.write(f"ncclsim sweep: stopped by {stop_signals.name(stop.signum)}\n")
         return 128 + stop.signum
     return 1 if failed or violations else 0

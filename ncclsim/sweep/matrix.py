@@ -42,15 +42,16 @@ def split_list(text: str, what: str) -> list[str]:
     return values
 
 
-def int_list(text: str, what: str, lo: int = 1) -> list[int]:
+def int_list(text: str, what: str) -> list[int]:
+    """Whole numbers of 1 or more."""
     out = []
     for v in split_list(text, what):
         try:
             n = int(v)
         except ValueError:
             raise SweepError(f"{what}: {v!r} is not a number") from None
-        if n < lo:
-            raise SweepError(f"{what}: {n} is below {lo}")
+        if n < 1:
+            raise SweepError(f"{what}: {n} is below 1")
         out.append(n)
     return out
 

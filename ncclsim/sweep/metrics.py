@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
+from ncclsim.report.build import LAUNCH_JSON, RUN_JSON
+
 Value = Union[int, float, str, list]
 
 # name -> what it is (the help of --expect lists these)
@@ -37,20 +39,27 @@ def _kinds(transports: list[str]) -> list[str]:
     return sorted({t.split("/")[0] for t in transports})
 
 
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
 def collect(run_dir: Path) -> dict[str, Value]:
     """The metrics of one finished run; missing parts (a run that failed before
     NCCL started) are left out."""
-    m: dict[str, Value] = {}
+    r = _read(run_dir / RUN_JSON)  # the report, launch.json included
+    launch = r.get("launch") or _read(run_dir / LAUNCH_JSON)
+    m: dict[str, Value] = {"ok": 0}
     try:
-        launch = json.loads((run_dir / "launch.json").read_text())
         m["status"] = int(launch["status"])
         m["ok"] = int(launch["status"] == 0)
         m["seconds"] = float(launch["seconds"])
-    except (OSError, ValueError, KeyError):
-        m["ok"] = 0
-    try:
-        r = json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
+    except (KeyError, TypeError, ValueError):
+        pass
+    if not r:
         return m
     m["nranks"] = r.get("nranks") or 0
     m["nNodes"] = r.get("nnodes") or 0

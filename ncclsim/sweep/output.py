@@ -23,8 +23,7 @@ def _algos(o: Outcome) -> str:
 def row(o: Outcome) -> list[str]:
     m = o.metrics
     note = "; ".join(o.violations) if o.violations else o.error
-    result = "ok" if o.ok and not o.violations else ("violated" if o.ok else "failed")
-    return [o.point.name, result, str(m.get("nNodes", "-")), str(m.get("channels", "-")),
+    return [o.point.name, o.result, str(m.get("nNodes", "-")), str(m.get("channels", "-")),
             str(m.get("rings") or "-"), str(m.get("trees") or "-"),
             ",".join(m.get("inter_transport", []) or []) or "-", _algos(o), f"{o.wall:.1f}", note]
 

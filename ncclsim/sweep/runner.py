@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import threading
@@ -12,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from ncclsim import stop_signals
 from ncclsim.sweep.expect import Expectation
 from ncclsim.sweep.matrix import Point
 from ncclsim.sweep.metrics import Value, collect
@@ -29,6 +29,10 @@ class Outcome:
     @property
     def ok(self) -> bool:
         return self.metrics.get("ok") == 1
+
+    @property
+    def result(self) -> str:
+        return "ok" if self.ok and not self.violations else "violated" if self.ok else "failed"
 
     def to_json(self) -> dict[str, object]:
         return {"point": self.point.to_json(), "name": self.point.name, "run_dir": str(self.run_dir),
@@ -59,8 +63,6 @@ class Stop:
     running get the same signal, so each stops its ranks and cleans up, and
     the points not started yet are not run."""
 
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
     def __init__(self) -> None:
         self.signum: Optional[int] = None
         self._lock = threading.Lock()
@@ -89,9 +91,7 @@ class Stop:
 
 
 def run_point(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
-              environ: Mapping[str, str], expectations: Sequence[Expectation],
-              stop: Optional[Stop] = None) -> Outcome:
-    stop = stop or Stop()
+              environ: Mapping[str, str], expectations: Sequence[Expectation], stop: Stop) -> Outcome:
     t = time.monotonic()
     proc = stop.start(launch_command(p, run_dir, timeout, command), {**environ, **dict(p.env)})
     if proc is None:
@@ -115,24 +115,15 @@ def run_point(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
 
 def run_all(points: Sequence[Point], out_dir: Path, jobs: int, timeout: float, command: Sequence[str],
             environ: Mapping[str, str], expectations: Sequence[Expectation],
-            progress: Optional[Callable[[int, Outcome], None]] = None,
-            stop: Optional[Stop] = None) -> list[Outcome]:
-    """Every point, `jobs` at a time; results in the points' order. With
-    `stop`, its signals are handled meanwhile (main thread only)."""
-    stop = stop or Stop()
-    previous = {}
-    if threading.current_thread() is threading.main_thread():
-        previous = {sig: signal.signal(sig, stop.handle) for sig in Stop.SIGNALS}
+            stop: Stop, progress: Optional[Callable[[int, Outcome], None]] = None) -> list[Outcome]:
+    """Every point, `jobs` at a time; results in the points' order. `stop`
+    receives the stop signals meanwhile."""
     results: dict[int, Outcome] = {}
-    try:
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            futures = {pool.submit(run_point, p, out_dir / p.name, timeout, command, environ, expectations,
-                                   stop): i for i, p in enumerate(points)}
-            for f in as_completed(futures):
-                results[futures[f]] = f.result()
-                if progress:
-                    progress(len(results), results[futures[f]])
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with stop_signals.handled_by(stop.handle), ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {pool.submit(run_point, p, out_dir / p.name, timeout, command, environ, expectations,
+                               stop): i for i, p in enumerate(points)}
+        for f in as_completed(futures):
+            results[futures[f]] = f.result()
+            if progress:
+                progress(len(results), results[futures[f]])
     return [results[i] for i in range(len(points))]

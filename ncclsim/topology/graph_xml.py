@@ -23,7 +23,6 @@ from ncclsim.topology.graph import (
 from ncclsim.topology.validate import BRIDGE_CLASSES, INVISIBLE_NVLINK_TARGET
 
 NVSWITCH_TCLASS = "0x068000"
-GPU_TCLASS = "0x030200"
 CPU_TCLASS = "0x068001"
 
 

@@ -19,6 +19,7 @@ import networkx as nx
 from ncclsim.platform.env import nccl_host_id
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.platform.pci import PciAddress, PciFormatError
+from ncclsim.report.build import find_dump
 from ncclsim.topology.graph import gpu_node, nodes_of
 from ncclsim.topology.graph_xml import from_xml_files
 
@@ -31,13 +32,8 @@ def host_files(run_dir: Path, nhosts: int) -> Optional[list[Path]]:
     files = [run_dir / HOST_XML.format(i) for i in range(nhosts)]
     if all(f.is_file() for f in files):
         return files
-    dump = topology_dump(run_dir)
+    dump = find_dump(run_dir, "topo")
     return None if dump is None else [dump] * nhosts
-
-
-def topology_dump(run_dir: Path) -> Optional[Path]:
-    found = sorted(run_dir.glob("topo*.xml"), key=lambda p: ("dump" not in p.name, p.name))
-    return found[0] if found else None
 
 
 def hosts_graph(files: Sequence[Path], host_ids: Sequence[str], catalog: GpuCatalog) -> nx.Graph:

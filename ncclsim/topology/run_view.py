@@ -10,7 +10,6 @@ or the logs when it is missing).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
@@ -19,13 +18,12 @@ import networkx as nx
 
 from ncclsim import NcclsimError
 from ncclsim.platform.models import GpuCatalog
+from ncclsim.report import parse_log as pl
 from ncclsim.report.build import LAUNCH_JSON, RUN_JSON, build_report
 from ncclsim.topology.graph import NETWORK, nic_node
 from ncclsim.topology.graph_paths import nearest_nic
 from ncclsim.topology.run_hosts import host_files, hosts_graph, rank_gpus
 
-# NCCL's per-connection NIC: "NET/IB/3/GDRDMA", "NET/ncclsim/0(2)/GDRDMA" (via proxy rank 2).
-_VIA_NIC = re.compile(r"^NET/[^/]+/(\d+)")
 
 
 class RunViewError(NcclsimError):
@@ -98,7 +96,7 @@ def is_run_dir(path: Path) -> bool:
 def load_run(run_dir: Path, catalog: GpuCatalog) -> RunView:
     report = _report(run_dir)
     host_ids = [h for h in report.get("hosts") or [] if isinstance(h, str)]
-    graph = _graph(run_dir, max(len(host_ids), _launch_hosts(run_dir), 1), host_ids, catalog)
+    graph = _graph(run_dir, max(len(host_ids), _launch_hosts(report), 1), host_ids, catalog)
     notes: list[str] = []
     rank_gpu = rank_gpus(graph, report.get("ranks") or [], host_ids, notes)
     for rank, gpu in rank_gpu.items():
@@ -127,11 +125,9 @@ def _report(run_dir: Path) -> dict[str, Any]:
     return doc
 
 
-def _launch_hosts(run_dir: Path) -> int:
-    try:
-        hosts = json.loads((run_dir / LAUNCH_JSON).read_text()).get("hosts")
-    except (OSError, ValueError, AttributeError):
-        return 0
+def _launch_hosts(report: Mapping[str, Any]) -> int:
+    """The simulated hosts launched (the report carries launch.json)."""
+    hosts = (report.get("launch") or {}).get("hosts")
     return hosts if isinstance(hosts, int) else 0
 
 
@@ -146,8 +142,9 @@ def _graph(run_dir: Path, nhosts: int, host_ids: list[str], catalog: GpuCatalog)
 def _nic_devs(report: Mapping[str, Any]) -> dict[tuple[int, int, int], int]:
     devs = {}
     for c in report.get("connections") or []:
-        m = _VIA_NIC.match(str(c.get("via", "")))
-        if m and isinstance(c.get("to"), int):
-            devs[(int(c["channel"]), int(c["from"]), int(c["to"]))] = int(m.group(1))
+        via = str(c.get("via", ""))
+        dev = pl.parse_via(via).net_dev if via.startswith("NET/") else None
+        if dev is not None and isinstance(c.get("to"), int):
+            devs[(int(c["channel"]), int(c["from"]), int(c["to"]))] = dev
     return devs
 

@@ -6,9 +6,10 @@ capability."""
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Hashable, Optional, Sequence
 
 from ncclsim.cluster.presets import (
     DEFAULT_PRESET, CpuSpec, NicSpec, Preset, SwitchSpec, available_presets, load_preset)
@@ -42,6 +43,7 @@ def _first_switch(p: Preset) -> Optional[SwitchSpec]:
     return None
 
 
+@functools.lru_cache(maxsize=None)  # reads every preset; importers ask per GPU
 def reference_for(model: str) -> Reference:
     """The preset of `model` (the default preset when it is of that model, else
     the first by name); the default preset when none is."""
@@ -88,5 +90,5 @@ def model_by_sm(catalog: GpuCatalog, sm: int) -> Optional[GpuModel]:
     return matches[0] if len(matches) == 1 else None
 
 
-def most_common(values: list[str]) -> str:
+def most_common(values: Sequence[Hashable]) -> Any:
     return Counter(values).most_common(1)[0][0]

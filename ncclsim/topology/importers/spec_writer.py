@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import re
 import textwrap
-from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Hashable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ncclsim.cluster.presets import FORMAT_VERSION, GpuSpec, NicSpec, Preset, SwitchSpec
+from ncclsim.topology.importers.reference import most_common
 
 WIDTH = 100
 
@@ -39,18 +39,11 @@ def _flow(items: Sequence[tuple[str, str]]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in items) + "}"
 
 
-def _most_common(values: Sequence[Hashable]) -> Any:
-    return Counter(values).most_common(1)[0][0]
-
-
 # ---- section defaults ----
 
-SWITCH_FIELDS = ("vendor", "device", "subsystem_vendor", "subsystem_device", "link_speed",
-                 "link_width")
 NIC_FIELDS = ("name", "transport", "speed", "port", "latency", "vendor", "device",
               "subsystem_vendor", "subsystem_device", "link_speed", "link_width", "maxconn",
               "gdr")
-OPTIONAL_NIC_FIELDS = ("maxconn", "gdr")
 
 
 def _switch_values(s: SwitchSpec) -> dict[str, str]:
@@ -103,21 +96,21 @@ def _defaults(p: Preset) -> _Defaults:
     gpus = p.gpus()
     nics = p.nics()  # bus order = NIC index order
     switches = _switches(p.sockets)
-    switch = (dict(_most_common([tuple(_switch_values(s).items()) for s in switches]))
+    switch = (dict(most_common([tuple(_switch_values(s).items()) for s in switches]))
               if switches else {})
     nic: dict[str, str] = {}
     per_nic = [_nic_values(n) for n in nics]
     for k in NIC_FIELDS:
         values = [v.get(k) for v in per_nic]
         if values and None not in values:
-            nic[k] = _most_common(values)
+            nic[k] = most_common(values)
     template = _name_template(nics)
     if template is not None:
         nic["name"] = _str(template)
     else:
         nic.pop("name", None)  # names differ: each NIC gives its own
-    return _Defaults(_most_common([g.model for g in gpus]),
-                     _most_common([g.nvlinks for g in gpus]), switch, nic)
+    return _Defaults(most_common([g.model for g in gpus]),
+                     most_common([g.nvlinks for g in gpus]), switch, nic)
 
 
 # ---- entries ----
