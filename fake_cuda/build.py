@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # run as a script or imported (tests), nccl_layouts/ sits beside it
-from nccl_layouts.gen_layouts import write_layouts_c  # noqa: E402
+sys.path.insert(0, str(HERE / "device" / "layouts"))  # run as a script or imported (tests)
+from gen_layouts import write_layouts_c  # noqa: E402
 
 ROOT = HERE.parent
 MODELS_JSON = ROOT / "ncclsim" / "platform" / "gpu_models.json"
@@ -120,12 +120,14 @@ def build(out: Path, jobs: int, only: set[str] | None = None) -> None:
     text = gpu_models_c(cuda_inc / "cuda.h")
     if not gen.exists() or gen.read_text() != text:
         gen.write_text(text)
-    includes = [HERE / "include", HERE / "common", HERE / "driver", cuda_inc]
+    includes = [HERE / "include", HERE / "common", HERE / "driver", HERE / "device", cuda_inc]
 
     groups = {
         "common": sorted((HERE / "common").glob("*.c")) + [gen],
-        # NCCL's device-side layouts per release, generated from fake_cuda/nccl_layouts/
-        "driver": sorted((HERE / "driver").glob("*.c")) + [write_layouts_c(objdir)],
+        # libcuda.so.1: the driver and the emulation of NCCL's device side it runs
+        # (device/, with its per-release layouts generated from device/layouts/)
+        "driver": sorted((HERE / "driver").glob("*.c")) + sorted((HERE / "device").glob("*.c"))
+                  + [write_layouts_c(objdir)],
         "nvml": sorted((HERE / "nvml").glob("*.c")),
         "net": sorted((HERE / "net").glob("*.c")),
         "host": sorted((HERE / "host").glob("*.c")),

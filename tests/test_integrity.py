@@ -1,8 +1,8 @@
 """Unit tests of fake_cuda/driver/integrity.c (the runtime's integrity check).
 
 integrity.c is compiled alone into a shared object with the system C compiler
-and loaded through cffi. Expected values come from RFC 1319 and from
-shared/design/cuda-dark-api.md; the message layout is rebuilt here with
+and loaded through cffi. Expected values come from RFC 1319 (MD2) and
+RFC 2104 (HMAC); the message layout is rebuilt here with
 `struct` so that the C packing is checked independently.
 """
 

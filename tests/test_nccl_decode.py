@@ -1,13 +1,13 @@
 """Decoding of NCCL's kernel launches with the per-release layout tables
-(fake_cuda/nccl_layouts, fake_cuda/driver/nccl_decode.c).
+(fake_cuda/device/layouts, fake_cuda/device/decode.c).
 
 The unmodified NCCL runs the probe in one process over 8 simulated GPUs with
 NCCLSIM_TRACE set; every NCCL kernel launch leaves one `nccl_launch` event
 that says what the driver decoded. The decoded work must be the work the
 probe asked for, and every connection it names must be simulated memory.
-The kernels are then emulated (nccl_emu.c), and the probe checks every
-output against what NCCL must compute: each release's table is checked by
-NCCL's own results too.
+The kernels are then emulated (fake_cuda/device/emulation.c), and the probe
+checks every output against what NCCL must compute: each release's table is
+checked by NCCL's own results too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Optional
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LAYOUTS = ROOT / "fake_cuda" / "nccl_layouts"
+LAYOUTS = ROOT / "fake_cuda" / "device" / "layouts"
 OPS = "allreduce,allgather,broadcast,reduce,reducescatter,sendrecv"
 SIZES = (1024, 4 << 20)
 COLL_OF_OP = {"allreduce": "AllReduce", "allgather": "AllGather", "broadcast": "Broadcast",
@@ -109,6 +109,7 @@ def check_decoded(version: str, proc: subprocess.CompletedProcess, events: list[
 ALWAYS = ["2.32.3", "2.23.4", "cu13:2.32.3", "cu13:2.27.7"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("spec", ALWAYS)
 def test_launches_decoded(spec: str, sim_env, nccl_build, tmp_path: Path) -> None:
     build = nccl_build(spec)
@@ -130,6 +131,7 @@ def cached_wheels() -> list[str]:
     return specs
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("spec", cached_wheels())
 def test_launches_decoded_cached_release(spec: str, sim_env, nccl_build, tmp_path: Path) -> None:
     build = nccl_build(spec)
@@ -156,11 +158,11 @@ def test_unsupported_release_fails_fast(sim_env, nccl_build, tmp_path: Path) -> 
 
 def test_layout_data_generates_c(tmp_path: Path) -> None:
     """The data turns into a table that compiles warning-free against the
-    driver's header, and covers every release from 2.23.4 to 2.32.3."""
+    emulation's header, and covers every release from 2.23.4 to 2.32.3."""
     out = tmp_path / "nccl_layouts_gen.c"
     subprocess.run([sys.executable, str(LAYOUTS / "gen_layouts.py"), str(out)], check=True)
     subprocess.run(["cc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only",
-                    f"-I{ROOT / 'fake_cuda' / 'driver'}", str(out)], check=True)
+                    f"-I{ROOT / 'fake_cuda' / 'device'}", str(out)], check=True)
     text = out.read_text()
     rel = releases()
     cu12 = [v for v, r in rel.items() if "cu12" in r["wheels"]]

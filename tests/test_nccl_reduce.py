@@ -1,6 +1,6 @@
-"""Unit tests of fake_cuda/driver/nccl_reduce.c (NCCL's reduction operators on the CPU).
+"""Unit tests of fake_cuda/device/reduce.c (NCCL's reduction operators on the CPU).
 
-nccl_reduce.c is compiled alone into a shared object and called through cffi.
+reduce.c is compiled alone into a shared object and called through cffi.
 The expected values are computed here independently, from what NCCL 2.30's
 device code does (src/device/reduce_kernel.h) with the arguments that
 src/enqueue.cc hostToDevRedOp builds:
@@ -30,7 +30,7 @@ from typing import Callable, Optional, Union
 import cffi  # a dependency of ncclsim
 import pytest
 
-DRIVER = Path(__file__).resolve().parents[1] / "fake_cuda" / "driver"
+DEVICE = Path(__file__).resolve().parents[1] / "fake_cuda" / "device"
 
 CDEF = """
 typedef struct { int type; int redop; uint64_t arg; } fc_redop;
@@ -40,7 +40,7 @@ void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs
                bool pre_first, bool post);
 """
 
-# nccl_layout.h numbering (ncclDataType_t, ncclDevRedOp_t)
+# fake_cuda/device/layout.h numbering (ncclDataType_t, ncclDevRedOp_t)
 TYPES = ["i8", "u8", "i32", "u32", "i64", "u64", "f16", "f32", "f64", "bf16", "f8e4m3", "f8e5m2"]
 SUM, PROD, MINMAX, PREMULSUM, SUMPOSTDIV = range(5)
 # how elements are packed here: integers by value, floats by their bits
@@ -89,7 +89,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> Lib:
     assert cc, "a C compiler (gcc) is needed to build fake_cuda and this test"
     out = tmp_path_factory.mktemp("nccl_reduce") / "libnccl_reduce.so"
     cmd = [cc, "-std=gnu11", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
-           f"-I{DRIVER}", str(DRIVER / "nccl_reduce.c"), "-o", str(out), "-pthread"]
+           f"-I{DEVICE}", str(DEVICE / "reduce.c"), "-o", str(out), "-pthread"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}"
     ffi = cffi.FFI()

@@ -106,7 +106,6 @@ void fc_platform_default(fc_platform *p, int host_index)
     memset(p, 0, sizeof *p);
     p->host_index = host_index;
     p->driver_version = 13000;
-    snprintf(p->hostname, sizeof p->hostname, "ncclsim-h%d", host_index);
     snprintf(p->source, sizeof p->source, "built-in default");
     p->ngpus = 8;
     unsigned domain = host_domain(host_index, default_gpu_bus, 8);
@@ -298,7 +297,6 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
         /* Unique per (host, NIC): NCCL tells NICs apart by GUID. */
         if (!guid_given[i]) n->guid = 0x6e63736d00000000ull | ((uint64_t)p->host_index << 16) | (uint64_t)i;
     }
-    if (!p->hostname[0]) snprintf(p->hostname, sizeof p->hostname, "ncclsim-h%d", p->host_index);
     fclose(f);
     return 0;
 fail:
@@ -329,6 +327,8 @@ static void load_once(void)
             host = *d ? atoi(d) & 0xffff : 0;
         }
         fc_platform_default(&the_platform, host);
+        /* NCCL_HOSTID as given: host names are ncclsim's Python side's to choose. */
+        snprintf(the_platform.hostname, sizeof the_platform.hostname, "%s", hostid ? hostid : "");
     }
     loaded = &the_platform;
     FC_LOG(FC_LOG_INFO, "platform: %d GPU(s) on host %d from %s", loaded->ngpus,

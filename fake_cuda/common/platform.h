@@ -1,15 +1,17 @@
 /* The simulated platform one process sees: its host and that host's GPUs.
  *
  * Loaded once per process from the file named by NCCLSIM_PLATFORM (written by
- * ncclsim's Python side), or built from defaults: 8 x H100 on host
- * NCCL_HOSTID (or 0). Shared by libcuda.so.1 and libnvidia-ml.so.1 so that the
+ * ncclsim's Python side), or built from defaults: 8 x H100 on the host whose
+ * index is NCCL_HOSTID's trailing number (or 0), named NCCL_HOSTID as given
+ * (empty when unset). Shared by libcuda.so.1 and libnvidia-ml.so.1 so that the
  * driver and NVML always describe the same devices.
  *
  * File format (one `key = value` per line, `#` comments, sections):
  *
  *   [platform]
  *   host_index = 0
- *   hostname = ncclsim-h0          (informational here; launch sets it)
+ *   hostname = ncclsim-h0          (informational here, named by ncclsim's Python
+ *                                   side; empty when absent)
  *   driver_version = 13000
  *   [gpu]                          (one section per GPU, in ordinal order)
  *   model = h100                   (key of ncclsim/platform/gpu_models.json)
@@ -97,7 +99,7 @@ const fc_platform *fc_platform_get(void);
  * "<file>:<line>: <problem>" in err. Exposed for tests. */
 int fc_platform_load(const char *path, fc_platform *out, char *err, size_t errlen);
 
-/* Fill *out with the built-in default (8 x H100 on host_index). */
+/* Fill *out with the built-in default (8 x H100 on host_index, no hostname). */
 void fc_platform_default(fc_platform *out, int host_index);
 
 const fc_gpu_model *fc_gpu_model_find(const char *key_or_name);

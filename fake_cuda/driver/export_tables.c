@@ -1,11 +1,11 @@
 /* cuGetExportTable: the CUDA runtime's private tables of driver functions,
- * looked up by UUID (shared/design/cuda-dark-api.md).
+ * looked up by UUID. Each table is an array of pointers whose slot 0 usually
+ * holds the table's size in bytes.
  *
  * NVIDIA's runtime (libcudart, and the copy linked into libnccl) refuses to
- * start without these. Slot meanings come from that document and from public
- * reverse-engineering notes (ZLUDA's dark_api definitions); slots whose
- * meaning is unknown answer CUDA_ERROR_NOT_SUPPORTED instead of holding NULL,
- * so that a runtime calling one fails with an error rather than a crash.
+ * start without these. Slots whose meaning is unknown answer
+ * CUDA_ERROR_NOT_SUPPORTED instead of holding NULL, so that a runtime calling
+ * one fails with an error rather than a crash.
  *
  * The INTEGRITY_CHECK table is answered only to interoperate with NVIDIA's
  * unmodified runtime on machines without NVIDIA hardware. */

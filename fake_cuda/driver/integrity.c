@@ -1,5 +1,5 @@
-/* Integrity check of the CUDA runtime's export tables: MD2, HMAC-MD2, the key
- * and the message (shared/design/cuda-dark-api.md, "The integrity check").
+/* Integrity check of the CUDA runtime's export tables (see integrity.h): MD2,
+ * HMAC-MD2, the key and the message.
  *
  * The runtime hashes what it knows about the driver and compares with what
  * the driver answers. ncclsim answers it only to interoperate with NVIDIA's
@@ -112,8 +112,10 @@ void fc_hmac_md2(const uint8_t key[16], const uint8_t *msg, size_t len, uint8_t 
 
 void fc_integrity_key(uint8_t key[16])
 {
-    /* The key is not stored as such; it is scattered over this table and
-     * recovered by the walk below (both from the design document). */
+    /* The key is not stored as such: it is scattered over this table and
+     * recovered by the walk below. From index 13, each step xors three
+     * entries into one key byte, places it and picks the next index by a
+     * running value, until the walk is back at 13. */
     static const uint8_t t_tab[64] = {
         0x6b, 0xcf, 0x32, 0x0f, 0xa4, 0x49, 0xd3, 0xa8, 0x33, 0xf8, 0xd0, 0x8e, 0x12, 0x4e, 0xa8, 0x00,
         0xeb, 0x94, 0x2c, 0x8f, 0x34, 0x49, 0xde, 0xf6, 0xbf, 0x29, 0x91, 0x20, 0xc7, 0x65, 0xf6, 0xba,

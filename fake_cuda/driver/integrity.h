@@ -1,6 +1,13 @@
-/* The CUDA runtime's integrity check (export table INTEGRITY_CHECK, see
- * shared/design/cuda-dark-api.md): MD2, HMAC-MD2 with a derived key, and the
- * message the runtime expects the driver to hash.
+/* The CUDA runtime's integrity check (export table INTEGRITY_CHECK): the
+ * runtime calls the driver with its version and the time, and compares the
+ * 16 bytes answered with what it computes itself. For most runtime versions
+ * the answer is HMAC-MD2 (MD2 of RFC 1319; HMAC with a 16-byte key, MD2's
+ * block size) under a fixed key that the driver recovers from a scrambled
+ * table, over a message of what both sides know: driver and runtime
+ * versions, process id, thread id, the addresses of the driver's
+ * CUDART_INTERFACE and INTEGRITY_CHECK tables and of the check function, the
+ * time, then per device its UUID and PCI domain, bus and device. Runtime
+ * versions ending in 0 or 1 expect a constant instead.
  *
  * ncclsim answers this check only to interoperate with NVIDIA's unmodified
  * runtime on machines without NVIDIA hardware.

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "device_link.h" /* what NCCL's device emulation calls, and the hook it provides */
 #include "log.h"
 #include "platform.h"
 #include "trace.h"
@@ -78,7 +79,8 @@ CUresult fc_ctx_local_put(CUcontext c, void *key, void *value, fc_ctx_local_dtor
 CUresult fc_ctx_local_remove(CUcontext c, void *key);
 CUresult fc_ctx_local_get(void **value, CUcontext c, void *key);
 
-/* ---- memory.c: every range of simulated memory, by address ---- */
+/* ---- memory.c: every range of simulated memory, by address (fc_sim_memory_span:
+ * device_link.h) ---- */
 typedef enum {
     FC_MEM_DEVICE = 1,     /* cuMemAlloc, pools */
     FC_MEM_HOST_ALLOC,     /* cuMemHostAlloc / cuMemAllocHost */
@@ -121,8 +123,8 @@ size_t fc_mem_used(CUdevice dev);
 CUresult fc_device_alloc(CUdevice dev, size_t size, CUdeviceptr *out);
 CUresult fc_device_free(CUdeviceptr p);
 
-/* ---- streams.c: ordered queues with one worker thread each ---- */
-typedef void (*fc_op_fn)(void *arg);
+/* ---- streams.c: ordered queues with one worker thread each (fc_stream_enqueue,
+ * fc_stream_id: device_link.h) ---- */
 struct CUstream_st {
     uint32_t magic;
     CUcontext ctx;
@@ -143,11 +145,6 @@ struct CUstream_st {
 CUresult fc_stream_resolve(CUstream h, bool ptds, struct CUstream_st **out);
 struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority);
 void fc_stream_free(struct CUstream_st *s); /* waits for its work */
-/* Run fn(copy of arg) after everything queued before on s. When the stream is
- * idle and `inline_ok` (the operation cannot block), it runs at once in the
- * caller. Returns false when out of memory. */
-bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
-                       bool inline_ok);
 void fc_stream_wait_idle(struct CUstream_st *s);
 bool fc_stream_idle(struct CUstream_st *s);
 void fc_ctx_synchronize(CUcontext ctx); /* every stream of the context */
@@ -165,8 +162,7 @@ struct CUevent_st {
 };
 #define FC_EVENT_MAGIC 0x65766e74u
 
-/* ---- modules.c ---- */
-const char *fc_function_name(CUfunction f);
+/* ---- modules.c (fc_function_name: device_link.h) ---- */
 bool fc_valid_function(CUfunction f);
 int fc_function_attr(CUfunction f, CUfunction_attribute a);
 

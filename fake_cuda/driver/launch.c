@@ -1,10 +1,9 @@
 /* Kernel launches. Device code does not run: a launch is checked like the
  * real driver checks it, recorded (trace), and completes in stream order;
- * NCCL's own kernels are the exception, emulated on the CPU (nccl_emu.h). */
+ * NCCL's own kernels are the exception, emulated on the CPU (device/). */
 #include <string.h>
 
 #include "internal.h"
-#include "nccl_decode.h"
 
 static void run_kernel(void *arg) { (void)arg; }
 
@@ -23,7 +22,7 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     if (r != CUDA_SUCCESS) return r;
     fc_trace_event("launch", "\"how\":\"%s\",\"kernel\":\"%.300s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,\"stream\":%llu",
                    how, fc_function_name(f), gx, gy, gz, bx, by, bz, smem, s->id);
-    /* NCCL's kernels are played on the CPU (nccl_emu.h); their work is decoded
+    /* NCCL's kernels are played on the CPU (device_link.h); their work is decoded
      * now, while the arguments are valid */
     if (strstr(fc_function_name(f), "ncclDevKernel_")) return fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
     char none = 0;

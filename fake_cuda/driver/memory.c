@@ -62,6 +62,12 @@ bool fc_registry_find(uintptr_t addr, fc_alloc *out)
     return i >= 0;
 }
 
+size_t fc_sim_memory_span(uintptr_t addr)
+{
+    fc_alloc a;
+    return fc_registry_find(addr, &a) ? a.base + a.size - addr : 0;
+}
+
 bool fc_registry_overlaps(uintptr_t base, size_t size)
 {
     pthread_rwlock_rdlock(&reg_lock);

@@ -135,6 +135,8 @@ void fc_stream_wait_idle(struct CUstream_st *s)
     pthread_mutex_unlock(&s->lock);
 }
 
+unsigned long long fc_stream_id(const struct CUstream_st *s) { return s->id; }
+
 bool fc_stream_idle(struct CUstream_st *s)
 {
     pthread_mutex_lock(&s->lock);

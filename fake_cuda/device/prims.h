@@ -10,15 +10,15 @@
  * counts are those of the real kernel, so NCCL's proxy (network connections)
  * and the peer's emulated kernel (shared memory and P2P connections) see the
  * same protocol as on a GPU. */
-#ifndef NCCLSIM_DRIVER_NCCL_PRIMS_H
-#define NCCLSIM_DRIVER_NCCL_PRIMS_H
+#ifndef NCCLSIM_DEVICE_PRIMS_H
+#define NCCLSIM_DEVICE_PRIMS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nccl_decode.h"
-#include "nccl_reduce.h"
+#include "decode.h"
+#include "reduce.h"
 #include "tasks.h"
 
 #define FC_PRIMS_MAX_PEERS 3 /* NCCL_MAX_TREE_ARITY */

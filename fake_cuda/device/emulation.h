@@ -1,16 +1,15 @@
 /* The device side of NCCL, emulated: each NCCL kernel launch is replayed on
  * the CPU, in its stream, by flows (tasks.h) that run what the kernel's blocks
- * run — the algorithm of every work item (nccl_algos.c) over the protocol
- * primitives (nccl_prims.c). The launch completes in its stream when every
- * flow has, so events and host functions after it wait for its data. */
-#ifndef NCCLSIM_DRIVER_NCCL_EMU_H
-#define NCCLSIM_DRIVER_NCCL_EMU_H
+ * run — the algorithm of every work item (algorithms.h) over the protocol
+ * primitives (prims.h). The launch completes in its stream when every flow
+ * has, so events and host functions after it wait for its data. */
+#ifndef NCCLSIM_DEVICE_EMULATION_H
+#define NCCLSIM_DEVICE_EMULATION_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "nccl_decode.h"
-#include "tasks.h"
+#include "decode.h"
 
 struct fc_emu {
     fc_nccl_launch *l;
@@ -28,14 +27,7 @@ static inline bool fc_emu_stopped(const fc_emu *e)
     return fc_emu_failed(e) || (e->abortFlag && __atomic_load_n(e->abortFlag, __ATOMIC_ACQUIRE));
 }
 
-/* Why the decoded launch cannot be emulated (work the emulation does not
- * implement), written to why; false when it can. Checked when the kernel is
- * launched, so that the launch fails instead of hanging later. */
-bool fc_emu_unsupported(const fc_nccl_launch *l, char *why, size_t n);
 /* Replay a resolved launch to its end (in its stream). */
 void fc_emu_run(fc_nccl_launch *l);
-
-/* nccl_algos.c: run one batch of a channel (a CUDA block's turn of its loop). */
-void fc_algo_run_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b);
 
 #endif

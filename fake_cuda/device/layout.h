@@ -1,12 +1,12 @@
 /* Where NCCL keeps what its kernels read, per NCCL release.
  *
- * The numbers live in fake_cuda/nccl_layouts/ (layouts.json and the funcId
- * lists); fake_cuda/nccl_layouts/gen_layouts.py turns them into the table
+ * The numbers live in fake_cuda/device/layouts/ (layouts.json and the funcId
+ * lists); fake_cuda/device/layouts/gen_layouts.py turns them into the table
  * fc_nccl_releases[] (nccl_layouts_gen.c). The X-lists below are the one
  * vocabulary both sides use: the generator reads them from this file and
  * refuses data that names a field or a function part not listed here. */
-#ifndef NCCLSIM_DRIVER_NCCL_LAYOUT_H
-#define NCCLSIM_DRIVER_NCCL_LAYOUT_H
+#ifndef NCCLSIM_DEVICE_LAYOUT_H
+#define NCCLSIM_DEVICE_LAYOUT_H
 
 #include <stdint.h>
 
@@ -137,7 +137,5 @@ typedef struct {
 /* Generated: every release, oldest first. */
 extern const fc_nccl_release fc_nccl_releases[];
 extern const int fc_nccl_release_count;
-extern const char *const fc_nccl_coll_names[], *const fc_nccl_redop_names[],
-    *const fc_nccl_type_names[], *const fc_nccl_algo_names[], *const fc_nccl_proto_names[];
 
 #endif

@@ -7,8 +7,8 @@
  * ucontext coroutines of one scheduler: a flow that must wait calls
  * fc_task_block(), and the scheduler runs the others. When a whole pass over
  * the flows made no progress, the scheduler backs off (yield, then sleep). */
-#ifndef NCCLSIM_DRIVER_TASKS_H
-#define NCCLSIM_DRIVER_TASKS_H
+#ifndef NCCLSIM_DEVICE_TASKS_H
+#define NCCLSIM_DEVICE_TASKS_H
 
 #include <stdbool.h>
 #include <stddef.h>

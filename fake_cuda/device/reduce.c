@@ -1,4 +1,4 @@
-/* NCCL's reduction operators on the CPU; see nccl_reduce.h.
+/* NCCL's reduction operators on the CPU; see reduce.h.
  *
  * What the device does, per type (reduce_kernel.h, sm_90):
  *  - integers: unsigned arithmetic that wraps (signed kernels are the
@@ -18,7 +18,7 @@
  * Elements go through blocks of BLK in local buffers: the loops over them have
  * a fixed trip count and no aliasing, which GCC vectorises at -O2, and a dst
  * equal to a source is read before it is written. */
-#include "nccl_reduce.h"
+#include "reduce.h"
 
 #include <pthread.h>
 #include <string.h>

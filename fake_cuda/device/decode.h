@@ -1,40 +1,17 @@
 /* Decoding of NCCL kernel launches (ncclDevKernel_*): the argument block, the
- * work each channel (CUDA block) runs, and from the device communicator the
- * ring/tree neighbours and the ncclConnInfo of every connection the work uses.
- * The emulation (nccl_emu.h) plays the kernel from what is decoded here. */
-#ifndef NCCLSIM_DRIVER_NCCL_DECODE_H
-#define NCCLSIM_DRIVER_NCCL_DECODE_H
+ * work each channel (CUDA block) runs (decode.c), and from the device
+ * communicator the ring/tree neighbours and the ncclConnInfo of every
+ * connection the work uses (resolve.c). The emulation (emulation.h) plays
+ * the kernel from what is decoded here. */
+#ifndef NCCLSIM_DEVICE_DECODE_H
+#define NCCLSIM_DEVICE_DECODE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "internal.h"
-#include "nccl_layout.h"
-
-/* The hook of launch.c, for a kernel whose name contains "ncclDevKernel_":
- * decodes what can only be read now (the argument block and the work items,
- * which NCCL reuses once the launch returns) and queues on `s` the kernel's
- * emulation (nccl_emu.h), which reads the device communicator in stream
- * order. A launch the emulation cannot play (an NCCL release outside the
- * table, work it does not implement) fails with CUDA_ERROR_NOT_SUPPORTED and
- * one message on stderr, rather than hang later. */
-CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                           struct CUstream_st *s, void **kernelParams, void **extra);
-
-/* The NCCL release of this process (NULL when unsupported or not found; the
- * error line is printed once). Looked up once, at the first NCCL launch. */
-const fc_nccl_release *fc_nccl_release_current(void);
-/* The table entry for an ncclGetVersion code, NULL when not in the table. */
-const fc_nccl_release *fc_nccl_release_find(int code);
-
-/* A field of a structure copied to `base` (absent field: 0). */
-uint64_t fc_nccl_get(const void *base, fc_nccl_field f);
-/* Copy [addr, addr+n) of simulated memory (device or registered host) to dst;
- * false when any byte lies outside one registered allocation. */
-bool fc_nccl_read(uintptr_t addr, void *dst, size_t n);
-/* Is [addr, addr+n) inside one range of simulated memory? */
-bool fc_nccl_in_sim_memory(uintptr_t addr, size_t n);
+#include "layout.h"
+#include "sim_read.h"
 
 typedef struct {
     uint8_t type; /* FC_NCCL_WORK_* */
@@ -110,11 +87,16 @@ typedef struct fc_nccl_launch {
     char error[200];        /* first problem found, "" when none */
 } fc_nccl_launch;
 
-/* Decode the argument block of a launch with `grid` blocks. NULL only when
- * out of memory; a launch that cannot be decoded has `error` set. */
+/* decode.c: decode the argument block of a launch with `grid` blocks. NULL
+ * only when out of memory; a launch that cannot be decoded has `error` set. */
 fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args, size_t size,
                                     unsigned grid);
-/* Read the communicator, channels and connections (stream order). */
+void fc_nccl_launch_free(fc_nccl_launch *l);
+/* Set l->error unless already set: the first problem is kept, later ones
+ * follow from it. */
+void fc_nccl_launch_error(fc_nccl_launch *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* resolve.c: read the communicator, channels and connections (stream order). */
 void fc_nccl_resolve(fc_nccl_launch *l);
 /* Address of the ncclConnInfo send[connIndex] / recv[connIndex] towards
  * `peer` on channel c; 0 when unreadable. */
@@ -122,6 +104,8 @@ uintptr_t fc_nccl_conn_addr(const fc_nccl_launch *l, const fc_nccl_channel *c, i
                             int connIndex);
 /* The channel's part of a P2P transfer (ncclP2pChannelToPart); part >= nParts: none. */
 int fc_nccl_p2p_part(const fc_nccl_launch *l, int nP2pChannels, int base, int channel);
-void fc_nccl_launch_free(fc_nccl_launch *l);
+
+/* decode_trace.c: one "nccl_launch" trace event with what was decoded. */
+void fc_nccl_trace_launch(const fc_nccl_launch *l);
 
 #endif

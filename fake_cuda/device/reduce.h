@@ -1,15 +1,15 @@
 /* NCCL's reduction operators computed on the CPU, bit for bit as NCCL 2.30's
  * device code computes them (src/device/reduce_kernel.h), so that emulated
  * kernels give the results a GPU would. Types and operators are numbered as
- * in nccl_layout.h (ncclDataType_t, ncclDevRedOp_t). */
-#ifndef NCCLSIM_DRIVER_NCCL_REDUCE_H
-#define NCCLSIM_DRIVER_NCCL_REDUCE_H
+ * in layout.h (ncclDataType_t, ncclDevRedOp_t). */
+#ifndef NCCLSIM_DEVICE_REDUCE_H
+#define NCCLSIM_DEVICE_REDUCE_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nccl_layout.h"
+#include "layout.h"
 
 /* arg is NCCL's redOpArg (ncclDevWorkColl.redOpArg) as hostToDevRedOp built it:
  *   MinMax     integers: xor mask (sign bit for signed types, all bits for max);

@@ -1,13 +1,14 @@
-/* NCCL's device primitives played on the CPU (see nccl_prims.h). The rules
+/* NCCL's device primitives played on the CPU (see prims.h). The rules
  * follow prims_simple.h, prims_ll.h and prims_ll128.h of NCCL 2.30.7; where a
  * release differs, the difference is a parameter of fc_prims_cfg. */
-#include "nccl_prims.h"
+#include "prims.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl_emu.h"
+#include "emulation.h"
+#include "int_math.h"
 
 #define NCCL_MODE_OFFSET 1
 /* LL: every NCCL_LL_CLEAN_MASK+1 steps the sender rewrites a whole step of
@@ -20,7 +21,6 @@
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 static inline void store_rel(volatile uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
-static inline int64_t div_up(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* ---- connections ---- */
 

@@ -1,12 +1,15 @@
-/* Replaying an NCCL kernel launch (see nccl_emu.h): one flow per CUDA block
+/* Replaying an NCCL kernel launch (see emulation.h): one flow per CUDA block
  * (channel) runs its batches in order; flows of one launch share a scheduler
  * on the stream's worker thread. */
-#include "nccl_emu.h"
+#include "emulation.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "algorithms.h"
+#include "log.h"
+#include "tasks.h"
 
 void fc_emu_fail(fc_emu *e, const char *fmt, ...)
 {
@@ -15,53 +18,6 @@ void fc_emu_fail(fc_emu *e, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(e->error, sizeof e->error, fmt, ap);
     va_end(ap);
-}
-
-static bool supported_coll(const fc_nccl_func *f)
-{
-    switch (f->coll) {
-    case FC_NCCL_COLL_AllReduce: return f->algo == FC_NCCL_ALGO_RING || f->algo == FC_NCCL_ALGO_TREE;
-    case FC_NCCL_COLL_AllGather:
-    case FC_NCCL_COLL_ReduceScatter:
-    case FC_NCCL_COLL_Broadcast:
-    case FC_NCCL_COLL_Reduce: return f->algo == FC_NCCL_ALGO_RING;
-    default: return false;
-    }
-}
-
-bool fc_emu_unsupported(const fc_nccl_launch *l, char *why, size_t n)
-{
-    for (int i = 0; i < l->nbatches; i++) {
-        const fc_nccl_batch *b = &l->batches[i];
-        const char *name = b->func ? b->func->name : "?";
-        if (b->workType == FC_NCCL_WORK_P2P) {
-            for (int k = 0; k < b->nworks; k++) {
-                const fc_nccl_work *w = &l->works[b->first_work + k];
-                if (w->p2p.sendIpcReg || w->p2p.recvIpcReg || w->p2p.sendNetReg || w->p2p.recvNetReg) {
-                    snprintf(why, n, "send/receive with registered user buffers");
-                    return true;
-                }
-            }
-            continue;
-        }
-        if (b->func && b->func->coll == FC_NCCL_COLL_Nop) continue;
-        if (b->workType == FC_NCCL_WORK_BCAST && b->func && b->func->coll == FC_NCCL_COLL_AllGatherV) continue;
-        if (b->workType != FC_NCCL_WORK_COLL || !b->func || !supported_coll(b->func)) {
-            snprintf(why, n, "%s (%s work)", name,
-                     b->workType == FC_NCCL_WORK_COLLREG ? "registered-buffer"
-                     : b->workType == FC_NCCL_WORK_BCAST ? "batched broadcast"
-                                                         : "collective");
-            return true;
-        }
-        for (int k = 0; k < b->nworks; k++) {
-            const fc_nccl_work *w = &l->works[b->first_work + k];
-            if (w->coll.regUsed || w->coll.netRegUsed) {
-                snprintf(why, n, "%s with registered user buffers", name);
-                return true;
-            }
-        }
-    }
-    return false;
 }
 
 typedef struct {

@@ -1,0 +1,47 @@
+/* The boundary between the simulated driver (driver/) and the emulation of
+ * NCCL's device side (device/), which link into one libcuda.so.1. The driver
+ * hands NCCL's kernel launches over through the one hook below; the emulation
+ * uses the driver only through the services declared here, never its
+ * internal state (internal.h). */
+#ifndef NCCLSIM_DRIVER_DEVICE_LINK_H
+#define NCCLSIM_DRIVER_DEVICE_LINK_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct CUstream_st;
+
+/* ---- driver -> device: implemented in device/kernel_launch.c ---- */
+
+/* launch.c's hook for a kernel whose name contains "ncclDevKernel_": decodes
+ * what can only be read now (the argument block and the work items, which
+ * NCCL reuses once the launch returns) and queues on `s` the kernel's
+ * emulation, which reads the device communicator in stream order. A launch
+ * the emulation cannot play (an NCCL release outside the table, work it does
+ * not implement) fails with CUDA_ERROR_NOT_SUPPORTED and one message on
+ * stderr, rather than hang later. */
+CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                           struct CUstream_st *s, void **kernelParams, void **extra);
+
+/* ---- device -> driver: implemented in driver/ ---- */
+
+/* memory.c: bytes from addr to the end of the range of simulated memory
+ * (device or registered host memory) that holds it; 0 when none does.
+ * Simulated memory is identity mapped: addr can be dereferenced. */
+size_t fc_sim_memory_span(uintptr_t addr);
+
+/* modules.c: the function's name ("?" for an invalid handle). */
+const char *fc_function_name(CUfunction f);
+
+/* streams.c: the stream's id, as traces name it. */
+unsigned long long fc_stream_id(const struct CUstream_st *s);
+/* streams.c: run fn(copy of arg) after everything queued before on s. When
+ * the stream is idle and `inline_ok` (the operation cannot block), it runs at
+ * once in the caller. Returns false when out of memory. */
+typedef void (*fc_op_fn)(void *arg);
+bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                       bool inline_ok);
+
+#endif
