@@ -15,7 +15,7 @@ Reported, median of the runs:
   as launch measures it) and `initialised` (rank processes whose NCCL log
   says Init COMPLETE; launch's `nranks` counts processes too, so 2 x 8 with
   8 GPUs per process reports 2 of 2);
-* NCCL's own `Init timings` line of rank 0 (`<run>/ranks/0/nccl.log`): total
+* NCCL's own `Init timings` line of rank 0 (`<run>/ranks/0/nccl.<pid>.log`): total
   and its parts (bootstrap, allgathers, topo, graphs, connections, ...), and
   the slowest rank's total;
 * memory: every 100 ms, the PSS (/proc/<pid>/smaps_rollup) of every process
@@ -59,6 +59,7 @@ from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ncclsim.rundir import RunDir  # noqa: E402
 from common import (loadavg, machine, machine_busy_s, median, ncclsim_exe, normal_priority,  # noqa: E402
                     PYTHON, raise_priority, rollup, scan_run, ROOT, table, temp_dir, write_json)
 
@@ -250,7 +251,7 @@ def init_timings(run_dir: Path, nranks: int) -> tuple[float, dict[str, float], f
     total0, parts0, slowest = float("nan"), {}, 0.0
     for r in range(nranks):
         try:
-            text = (run_dir / "ranks" / str(r) / "nccl.log").read_text(errors="replace")
+            text = "".join(p.read_text(errors="replace") for p in RunDir(run_dir).rank(r).nccl_logs())
         except OSError:
             continue
         for m in INIT_RE.finditer(text):
@@ -357,7 +358,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                       + (f"  [{'; '.join(r.notes)}]" if r.notes else ""), file=sys.stderr)
         version = "?"
         first = base / f"run-{configs[0].hosts}x{configs[0].gpus}-{configs[0].gpus_per_process}-0"
-        m = re.search(r"NCCL version (\S+)", (first / "ranks" / "0" / "nccl.log").read_text(errors="replace"))
+        logs = RunDir(first).rank(0).nccl_logs()
+        m = re.search(r"NCCL version (\S+)", logs[0].read_text(errors="replace")) if logs else None
         if m:
             version = m.group(1)
 

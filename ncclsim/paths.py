@@ -6,6 +6,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 from ncclsim import NcclsimError
 
@@ -59,6 +60,33 @@ def nccl_lib_dir() -> Path:
 def cudart_lib_dir() -> Path:
     """Directory of the shared CUDA runtime, libcudart.so.12."""
     return _nvidia_lib("cuda_runtime/lib/libcudart.so.12", "nvidia-cuda-runtime-cu12")
+
+
+def mpiexec() -> Path:
+    """The mpich wheel's mpiexec, beside the interpreter running ncclsim."""
+    exe = Path(sys.executable).parent / "mpiexec"
+    if not exe.exists():
+        raise MissingComponentError(f"{exe} is missing: install the `mpich` wheel in this environment")
+    return exe
+
+
+def mpi_lib_dir() -> Optional[Path]:
+    """Where that mpiexec's libmpi.so.12 is (the wheel puts its libraries in
+    lib/ beside bin/), for programs linked against it without a run path
+    (nccl-tests built with MPI=1); None when it is elsewhere."""
+    d = mpiexec().parent.parent / "lib"
+    return d if (d / "libmpi.so.12").exists() else None
+
+
+def ncclsim_command() -> list[str]:
+    """How to start the installed ncclsim: its console script beside the
+    interpreter, else the module in isolated mode. Never `python -m ncclsim`
+    as such: in a source checkout that imports the source tree, which has no
+    built libraries."""
+    script = Path(sys.executable).parent / "ncclsim"
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-I", "-m", "ncclsim"]
 
 
 def mpi_nvcc_flags() -> list[str]:

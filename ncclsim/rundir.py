@@ -1,21 +1,147 @@
-"""The run directory: everything one simulation writes, in one place.
+"""The run directory, and the names of simulated hosts: the one place that
+knows where a simulation's files are. Writers (launch, the per-host files,
+topo generate) and readers (report, sweep, pictures, import) use it.
 
-    launch.json            what was launched and how each rank ended
-    run.json               the report (ncclsim report)
-    rank.sh                the per-rank wrapper mpiexec starts
-    mpi-nodes              MPI's nodes on this machine: one per simulated host
-    hosts/h<i>/            per simulated host: platform.conf, topo.xml
-    ranks/<r>/             per rank: stdout, stderr, nccl.log, machine, exit
-    topo-dump.xml          NCCL's fused topology of rank 0's host
-    graph-dump.xml         NCCL's rings/trees graphs (rank 0)
+    launch.json          what was launched and how each rank ended
+    run.json             the report (ncclsim report)
+    rank.sh              the per-rank wrapper mpiexec starts
+    mpi-nodes            MPI's nodes on this machine: one per simulated host
+    mpiexec.log          mpiexec's own output
+    cleanup.log          the cleanup on every machine of a spread run
+    watchdog.log         what was stopped after the launch itself died
+    topo-dump.xml        NCCL's fused topology of rank 0's host
+    graph-dump.xml       NCCL's rings/trees graphs (rank 0)
+    hosts/h<i>/          per simulated host: platform.conf, topo.xml, env
+    ranks/<r>/           per launched rank: stdout, stderr, nccl.<pid>.log
+                         (one per NCCL process), machine, pid, exit
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
+
+from ncclsim import NcclsimError
+
+LAUNCH_JSON = "launch.json"
+RUN_JSON = "run.json"
+RANK_SCRIPT = "rank.sh"
+MPI_NODES = "mpi-nodes"
+MPIEXEC_LOG = "mpiexec.log"
+CLEANUP_LOG = "cleanup.log"
+WATCHDOG_LOG = "watchdog.log"
+TOPO_DUMP = "topo-dump.xml"
+GRAPH_DUMP = "graph-dump.xml"
+HOSTS = "hosts"
+RANKS = "ranks"
+DEFAULT_BASE = Path("ncclsim-runs")
+
+# The simulated host's name: what gethostname() returns on it, its NCCL_HOSTID
+# and its MPI node name. The C side reads the trailing number as the index.
+HOST_NAME_PREFIX = "ncclsim-h"
+
+
+def host_name(index: int) -> str:
+    return f"{HOST_NAME_PREFIX}{index}"
+
+
+def host_index(name: object) -> Optional[int]:
+    """The index of a simulated host's name (None for any other name)."""
+    m = re.fullmatch(re.escape(HOST_NAME_PREFIX) + r"(\d+)", str(name))
+    return int(m.group(1)) if m else None
+
+
+# A shell variable ("$host", "$rank") stands for the index in rank.sh.
+Index = Union[int, str]
+
+
+@dataclass(frozen=True)
+class HostFiles:
+    """What one simulated host is made of: h<i>/ under a run's hosts/ (or under
+    the output directory of `ncclsim topo generate`)."""
+    directory: Path
+
+    @classmethod
+    def of(cls, base: Path, index: Index) -> "HostFiles":
+        return cls(Path(base) / f"h{index}")
+
+    @property
+    def platform_conf(self) -> Path:  # NCCLSIM_PLATFORM: the driver's, NVML's and the NICs' host
+        return self.directory / "platform.conf"
+
+    @property
+    def topo_xml(self) -> Path:  # NCCL_TOPO_FILE
+        return self.directory / "topo.xml"
+
+    @property
+    def env(self) -> Path:  # the host's variables as `export` lines, sourced by rank.sh
+        return self.directory / "env"
+
+
+def host_topologies(base: Path) -> list[Path]:
+    """base/h<i>/topo.xml of every host there, in host order."""
+    found = [(int(m.group(1)), HostFiles(d).topo_xml) for d in Path(base).iterdir()
+             if (m := re.fullmatch(r"h(\d+)", d.name)) and HostFiles(d).topo_xml.is_file()]
+    return [p for _, p in sorted(found)]
+
+
+@dataclass(frozen=True)
+class RankFiles:
+    """One launched rank's files (one process started by mpiexec, which may
+    start more: torchrun)."""
+    directory: Path
+
+    @property
+    def stdout(self) -> Path:
+        return self.directory / "stdout"
+
+    @property
+    def stderr(self) -> Path:
+        return self.directory / "stderr"
+
+    @property
+    def machine(self) -> Path:  # the real machine it ran on
+        return self.directory / "machine"
+
+    @property
+    def pid(self) -> Path:  # the wrapper's pid on that machine
+        return self.directory / "pid"
+
+    @property
+    def exit(self) -> Path:  # its exit status, written when it ends
+        return self.directory / "exit"
+
+    @property
+    def nccl_log(self) -> str:
+        """NCCL_DEBUG_FILE: NCCL puts each process's pid for %p, so every NCCL
+        process of the rank has a log of its own."""
+        return str(self.directory / "nccl.%p.log")
+
+    def nccl_logs(self) -> list[Path]:
+        return sorted(self.directory.glob("nccl.*.log"))
+
+    def status(self) -> Optional[int]:
+        """The exit status, once the rank has ended (None while it runs)."""
+        try:
+            return int(self.exit.read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def machine_name(self) -> Optional[str]:
+        """The real machine (None before the rank started)."""
+        try:
+            return self.machine.read_text().strip() or None
+        except OSError:
+            return None
+
+    def wrapper_pid(self) -> Optional[int]:
+        try:
+            return int(self.pid.read_text().strip())
+        except (OSError, ValueError):
+            return None
 
 
 @dataclass(frozen=True)
@@ -24,53 +150,66 @@ class RunDir:
 
     @property
     def launch_json(self) -> Path:
-        return self.root / "launch.json"
+        return self.root / LAUNCH_JSON
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / RUN_JSON
 
     @property
     def rank_script(self) -> Path:
-        return self.root / "rank.sh"
+        return self.root / RANK_SCRIPT
 
-    def host(self, index: int) -> Path:
-        return self.root / "hosts" / f"h{index}"
+    @property
+    def mpi_nodes(self) -> Path:
+        return self.root / MPI_NODES
 
-    def rank(self, rank: int) -> Path:
-        return self.root / "ranks" / str(rank)
+    @property
+    def mpiexec_log(self) -> Path:
+        return self.root / MPIEXEC_LOG
 
-    def rank_exit(self, rank: int) -> Optional[int]:
-        """The rank's exit status, once it has ended (None while it runs)."""
-        try:
-            return int((self.rank(rank) / "exit").read_text().strip())
-        except (OSError, ValueError):
-            return None
+    @property
+    def cleanup_log(self) -> Path:
+        return self.root / CLEANUP_LOG
 
-    def rank_machine(self, rank: int) -> Optional[str]:
-        """The real machine the rank ran on (None before it started)."""
-        try:
-            return (self.rank(rank) / "machine").read_text().strip() or None
-        except OSError:
-            return None
+    @property
+    def watchdog_log(self) -> Path:
+        return self.root / WATCHDOG_LOG
 
     @property
     def topo_dump(self) -> Path:
-        return self.root / "topo-dump.xml"
+        return self.root / TOPO_DUMP
 
     @property
     def graph_dump(self) -> Path:
-        return self.root / "graph-dump.xml"
+        return self.root / GRAPH_DUMP
+
+    @property
+    def hosts_dir(self) -> Path:
+        return self.root / HOSTS
+
+    def host(self, index: Index) -> HostFiles:
+        return HostFiles.of(self.hosts_dir, index)
+
+    def rank(self, rank: Index) -> RankFiles:
+        return RankFiles(self.root / RANKS / str(rank))
+
+    def is_launch_run(self) -> bool:
+        """Written by `ncclsim launch` (rather than NCCL output of another launcher)."""
+        return self.launch_json.is_file() or self.run_json.is_file() or self.rank_script.is_file()
 
 
-def default_run_dir(hosts: int, gpus: int, base: Path = Path("ncclsim-runs")) -> Path:
+def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
     return base / f"{time.strftime('%Y%m%d-%H%M%S')}-{hosts}x{gpus}"
 
 
 def create(path: Path, nranks: int, hosts: int) -> RunDir:
     """A fresh run directory; an existing non-empty one is refused (it would mix runs)."""
     if path.exists() and any(path.iterdir()):
-        from ncclsim import NcclsimError
         raise NcclsimError(f"run directory {path} exists and is not empty: choose another --run-dir")
     run = RunDir(path.resolve())
     for h in range(hosts):
-        run.host(h).mkdir(parents=True, exist_ok=True)
+        run.host(h).directory.mkdir(parents=True, exist_ok=True)
     for r in range(nranks):
-        run.rank(r).mkdir(parents=True, exist_ok=True)
+        run.rank(r).directory.mkdir(parents=True, exist_ok=True)
     return run

@@ -123,8 +123,9 @@ class Leftovers:
         return {p.name for p in Path("/dev/shm").iterdir()}
 
     @staticmethod
-    def processes(run_id: str) -> list[int]:
-        needle = f"NCCLSIM_RUN_ID={run_id}".encode()
+    def _with(assignment: str) -> list[int]:
+        """Processes whose environment holds NAME=value."""
+        needle = assignment.encode()
         alive = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
@@ -134,6 +135,13 @@ class Leftovers:
                 except OSError:
                     pass
         return alive
+
+    def processes(self, run_id: str) -> list[int]:
+        return self._with(f"NCCLSIM_RUN_ID={run_id}")
+
+    def processes_in(self, run: Path) -> list[int]:
+        """The processes of the run in `run`, found by its directory (no launch.json needed)."""
+        return self._with(f"NCCLSIM_RUN_DIR={run.resolve()}")
 
     def assert_none(self, run: Path) -> None:
         """The launch whose run directory is `run` left no process and no segment."""
@@ -145,3 +153,16 @@ class Leftovers:
 @pytest.fixture
 def leftovers() -> Leftovers:
     return Leftovers()
+
+
+# ---- quick and end-to-end tests ----
+
+# Fixtures that only an MPI run uses: a test asking for one is end-to-end even
+# when its `@pytest.mark.e2e` was forgotten, so `pytest -m "not e2e"` stays quick.
+E2E_FIXTURES = frozenset({"mpiexec", "leftovers"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("e2e"):
+            item.add_marker(pytest.mark.e2e)

@@ -4,6 +4,7 @@ file format, the platform file derived from a host, and per-host artefacts."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from ncclsim import NcclsimError
 from ncclsim.cluster import (
     ClusterError, PresetFormatError, UnknownPresetError, available_presets, build_cluster,
     load_preset, platform_config)
-from ncclsim.cluster.artifacts import write_host_artifacts
+from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.cluster.cpumask import cpumask, socket_cpus
 from ncclsim.cluster.model import PCI_CLASS_GPU, PCI_CLASS_NVSWITCH, PciSwitch
 from ncclsim.cluster.presets import find_preset
@@ -287,18 +288,23 @@ def test_platform_config_from_host(dgx: Any, catalog: GpuCatalog, tmp_path: Path
 
 def test_write_host_artifacts(dgx: Any, catalog: GpuCatalog, tmp_path: Path) -> None:
     cluster = dgx(hosts=2)
-    arts = write_host_artifacts(cluster, tmp_path / "run", catalog)
-    dirs = [tmp_path / "run" / "hosts" / f"h{i}" for i in (0, 1)]
-    assert [a.directory for a in arts] == dirs
+    arts = write_host_artifacts(cluster, tmp_path / "hosts", catalog)
+    dirs = [tmp_path / "hosts" / f"h{i}" for i in (0, 1)]
+    assert [a.files.directory for a in arts] == dirs
     assert [a.topo_xml for a in arts] == [d / "topo.xml" for d in dirs]
     assert [a.platform_conf for a in arts] == [d / "platform.conf" for d in dirs]
     for a, host in zip(arts, cluster.hosts):
         assert a.host == host
         assert read_platform(a.platform_conf, catalog) == platform_config(host, catalog)
         validate_topology(a.topo_xml.read_text(), domain=host.domain)
-        assert a.environment() == {"NCCLSIM_PLATFORM": str(a.platform_conf),
-                                   "NCCL_TOPO_FILE": str(a.topo_xml), "NCCL_HOSTID": host.host_id}
+        env = {"NCCLSIM_PLATFORM": str(a.platform_conf), "NCCL_TOPO_FILE": str(a.topo_xml),
+               "NCCL_HOSTID": host.host_id, "NCCLSIM_HOSTNAME": host.hostname}
+        assert a.environment() == env
+        # The same, as the `export` lines rank.sh sources: read back by a shell.
+        shown = subprocess.run(["sh", "-c", f". {a.files.env} && env"], capture_output=True, text=True,
+                               check=True, env={}).stdout.splitlines()
+        assert {k: v for k, _, v in (line.partition("=") for line in shown) if k in env} == env
     # Writing again leaves identical files.
     before = [a.topo_xml.read_text() for a in arts]
-    write_host_artifacts(cluster, tmp_path / "run", catalog)
+    write_host_artifacts(cluster, tmp_path / "hosts", catalog)
     assert [a.topo_xml.read_text() for a in arts] == before

@@ -32,6 +32,7 @@ def _check_cycle(order: list[int], n: int) -> None:
     assert sorted(order) == list(range(n)), order
 
 
+@pytest.mark.e2e
 def test_two_hosts_of_eight(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8")
@@ -83,6 +84,7 @@ def _check_nic_beside_gpu(dump: Path) -> None:
         assert nets == [f"mlx5_{gpu.get('dev')}"], (gpu.get("dev"), nets)
 
 
+@pytest.mark.e2e
 def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "8", "--gpus-per-process", "8")
@@ -95,6 +97,7 @@ def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
         _check_cycle(order, 16)
 
 
+@pytest.mark.e2e
 def test_user_mpi_program_picks_gpu_by_hostname(run_cli, tmp_path: Path) -> None:
     exe = tmp_path / "mpi_hostname_rank"
     inc = [f"-I{b / p / 'include'}" for b in nvidia_package_dirs() for p in ("nccl", "cuda_runtime", "cuda_nvcc")
@@ -114,6 +117,7 @@ def test_user_mpi_program_picks_gpu_by_hostname(run_cli, tmp_path: Path) -> None
         assert m.group(2) == f"ncclsim-h{host}" and int(m.group(3)) == local == int(m.group(4))
 
 
+@pytest.mark.e2e
 def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "4", "--gpus", "8")
@@ -124,6 +128,7 @@ def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
 
 # ---- failures: a clear message, a non-zero exit, nothing left behind ----
 
+@pytest.mark.e2e
 def test_a_failing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--", "sh", "-c",
@@ -135,6 +140,7 @@ def test_a_failing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_a_crashing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--", "sh", "-c",
@@ -144,6 +150,7 @@ def test_a_crashing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_a_hang_times_out(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "2", "--",
@@ -180,6 +187,7 @@ def _probe(run_cli, leftovers, run: Path, hosts: int, sizes: tuple[int, ...],
     return report
 
 
+@pytest.mark.e2e
 def test_cross_host_collectives_complete(run_cli, leftovers, tmp_path: Path) -> None:
     """2 x 8: every collective and send/receive from 8 B to 64 MiB crosses the
     hosts and completes with NCCL's results; every communicator is destroyed;
@@ -195,6 +203,7 @@ def test_cross_host_collectives_complete(run_cli, leftovers, tmp_path: Path) -> 
     assert "NET/ncclsim/GDRDMA/Shared" in report["transports"]["inter_host"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("preset,intra,inter", [
     ("dgx-a100", "P2P/CUMEM/read", "NET/ncclsim/GDRDMA"),  # P2P read mode on A100 NVLink
     ("pcie-l40s", "SHM/direct", "NET/ncclsim"),           # shared memory; NICs without GPU Direct
@@ -215,6 +224,7 @@ def test_cross_host_collectives_on_presets(run_cli, leftovers, tmp_path: Path, p
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("algo,proto", [("Ring", None), ("Tree", None), ("Tree", "Simple")])
 def test_four_hosts_by_algorithm(run_cli, leftovers, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
     """4 x 8 with the algorithm (and protocol) forced: AllReduce completes."""
@@ -226,6 +236,7 @@ def test_four_hosts_by_algorithm(run_cli, leftovers, tmp_path: Path, algo: str, 
         assert {p for _, p in used} == {proto.upper()}, used
 
 
+@pytest.mark.e2e
 def test_a_stalled_collective_says_what_it_waits_for(run_cli, leftovers, tmp_path: Path) -> None:
     """Rank 1 never joins rank 0's AllReduce: rank 0's emulated kernel reports
     what it waits for, and --timeout stops both and names them."""
@@ -242,6 +253,7 @@ def test_a_stalled_collective_says_what_it_waits_for(run_cli, leftovers, tmp_pat
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:
     """ncclCommAbort while the emulated kernel waits for a peer: NCCL's abort
     flag stops it, the stream completes, every rank exits 0."""
@@ -253,6 +265,7 @@ def test_an_aborted_collective_stops(run_cli, tmp_path: Path) -> None:
     assert "the aborted collective's stream completed" in (run / "ranks" / "0" / "stdout").read_text()
 
 
+@pytest.mark.e2e
 def test_another_nccl_release(run_cli, tmp_path: Path) -> None:
     """--nccl: the ranks load that release (fetched once into the cache); its
     collectives cross the hosts too."""
@@ -303,6 +316,7 @@ def test_malformed_preset_names_file_and_line(run_cli, tmp_path: Path) -> None:
     assert not run.exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_launch_stops_its_ranks(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
                                           tmp_path: Path, sig: signal.Signals) -> None:
@@ -326,6 +340,7 @@ def test_a_stopped_launch_stops_its_ranks(ncclsim_exe: Path, clean_env: dict[str
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_each_simulated_host_is_an_mpi_node(run_cli, tmp_path: Path) -> None:
     """MPI's view of locality matches the simulated hosts: a shared-memory
     split and MPI_LOCALRANKID give each host's ranks."""

@@ -20,6 +20,7 @@ import pytest
 
 from ncclsim.launch.machines import HostfileError, place, read_hostfile
 from ncclsim.launch.options import interface_exists
+from ncclsim.rundir import RunDir
 
 REPO = Path(__file__).resolve().parent.parent
 FORK = ("--mpiexec-arg=-launcher", "--mpiexec-arg=fork")
@@ -66,11 +67,11 @@ def test_whole_hosts_per_machine(tmp_path: Path, hosts: int, machines: int, per_
     f.write_text("".join(f"m{i}\n" for i in range(machines)))
     p = place(hosts, 8, f)
     assert (p.hosts_per_machine, len(p.machines)) == (per_machine, used)
-    assert p.mpiexec_args(tmp_path) == ["-f", str(f.resolve()), "-ppn", str(8 * per_machine)]
+    assert p.mpiexec_args(RunDir(tmp_path)) == ["-f", str(f.resolve()), "-ppn", str(8 * per_machine)]
     # No simulated host spans two machines: rank r is on machine r // ppn, host r // 8.
     for r in range(hosts * 8):
         assert (r // 8) // per_machine == r // p.processes_per_machine
-    local = place(hosts, 8, None).mpiexec_args(tmp_path)
+    local = place(hosts, 8, None).mpiexec_args(RunDir(tmp_path))
     assert local == ["-f", str(tmp_path / "mpi-nodes"), "-launcher", "fork", "-ppn", "8"]
     assert (tmp_path / "mpi-nodes").read_text().split() == [f"ncclsim-h{h}" for h in range(hosts)]
 
@@ -89,6 +90,7 @@ def _machines(tmp_path: Path, names: tuple[str, ...] = ("node-a", "node-b")) -> 
     return f
 
 
+@pytest.mark.e2e
 def test_spread_over_two_machines(run_cli, leftovers, tmp_path: Path) -> None:
     """2 simulated hosts x 2 GPUs over two machines: each gets one whole host
     (MPI sees 2 local ranks per node), NCCL bootstraps and the simulated NICs
@@ -110,7 +112,7 @@ def test_spread_over_two_machines(run_cli, leftovers, tmp_path: Path) -> None:
     assert launch["mpiexec"][1:5] == ["-f", str(tmp_path.resolve() / "machines"), "-ppn", "2"]
     machine = Path("/proc/sys/kernel/hostname").read_text().strip()
     assert [r["machine"] for r in launch["ranks"]] == [machine] * 4
-    log = (run / "ranks" / "2" / "nccl.log").read_text()
+    log = "".join(p.read_text() for p in RunDir(run).rank(2).nccl_logs())
     assert f"TCP on {interface} {address};" in log
     report = json.loads(run_cli("report", str(run), "--json").stdout)
     assert report["nnodes"] == 2 and report["transports"]["inter_host"] == ["NET/ncclsim/GDRDMA"]
@@ -119,6 +121,7 @@ def test_spread_over_two_machines(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_a_crash_on_a_spread_run_leaves_nothing(run_cli, leftovers, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "2",
@@ -131,6 +134,7 @@ def test_a_crash_on_a_spread_run_leaves_nothing(run_cli, leftovers, tmp_path: Pa
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
 def test_an_unreachable_machine_is_named(run_cli, leftovers, tmp_path: Path) -> None:
     """Without the fork launcher Hydra reaches other machines by ssh: a machine
     that does not resolve fails the launch at once, with Hydra's reason."""
@@ -170,6 +174,7 @@ def _slurm_stand_in(tmp_path: Path, nodes: tuple[str, ...]) -> dict[str, str]:
             "SLURM_JOB_NODELIST": "node-[a-b]", "NCCLSIM": str(Path(sys.executable).parent / "ncclsim")}
 
 
+@pytest.mark.e2e
 def test_slurm_template_spreads_the_run(clean_env, tmp_path: Path) -> None:
     env = {**clean_env, **_slurm_stand_in(tmp_path, ("node-a", "node-b"))}
     proc = subprocess.run(["bash", str(SBATCH), "--hosts", "2", "--gpus", "2", *FORK], cwd=tmp_path, env=env,
@@ -201,6 +206,7 @@ def _slurm_nodes() -> int:
     return sum(int(n) for n in out.stdout.split() if n.isdigit()) if out.returncode == 0 else 0
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(_slurm_nodes() < 2, reason="needs a Slurm cluster with 2 idle nodes")
 def test_slurm_template_under_slurm(tmp_path: Path) -> None:
     env = {**os.environ, "NCCLSIM": str(Path(sys.executable).parent / "ncclsim")}

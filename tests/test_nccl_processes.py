@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 
 def test_eight_processes(sim_env, mpiexec: Path, tmp_path: Path) -> None:
     env = {**sim_env(gpus=8), "NCCL_DEBUG": "INFO",

@@ -486,6 +486,7 @@ def run_two_hosts(build, plugin: Path, mpiexec: Path, env: dict[str, str], tmp_p
 NET_CHANNEL = re.compile(r"(\d+)\[\d\] -> (\d+)\[\d\] \[(send|receive)\] via NET/ncclsim/(\d)(\S*)")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("nccl", ["installed", "2.21.5"])
 def test_nccl_connects_two_hosts_through_the_plugin(nccl: str, nccl_build, plugin: Path,
                                                     mpiexec: Path, clean_env: dict[str, str],
@@ -501,6 +502,7 @@ def test_nccl_connects_two_hosts_through_the_plugin(nccl: str, nccl_build, plugi
     assert {int(src) // 2 != int(dst) // 2 for src, dst, *_ in net} == {True}
 
 
+@pytest.mark.e2e
 def test_nccl_uses_gpu_direct_rdma_when_the_nic_sits_by_the_gpu(nccl_build, plugin: Path,
                                                                  mpiexec: Path,
                                                                  clean_env: dict[str, str],

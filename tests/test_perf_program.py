@@ -19,8 +19,9 @@ import pytest
 
 from ncclsim.paths import mpi_nvcc_flags, nccl_lib_dir
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None,
-                                reason="nvcc (CUDA toolkit) is not installed: nccl_perf is not built")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(shutil.which("nvcc") is None,
+                                 reason="nvcc (CUDA toolkit) is not installed: nccl_perf is not built")]
 
 SOURCE = Path(__file__).parent / "programs" / "nccl_perf.cu"
 MiB = 1 << 20

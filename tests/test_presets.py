@@ -16,11 +16,11 @@ import pytest
 from lxml import etree
 
 from ncclsim.cluster import Host, available_presets, build_cluster
-from ncclsim.cluster.artifacts import HostArtifacts
+from ncclsim.topology.host_artifacts import HostArtifacts
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir
 from ncclsim.platform.config import read_platform
 from ncclsim.platform.env import with_host_preload
-from ncclsim.topology.cli import write_hosts
+from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.validate import validate_topology
 from ncclsim.topology.xml_writer import render_topology
 
@@ -130,7 +130,7 @@ def nccl_view(request: pytest.FixtureRequest, lib_dir: Path,
                  if not k.startswith(("NCCLSIM_", "NCCL_", "CUDA_"))}
     clean_env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     # Bus ids chosen off the real /sys, as for a run on this machine.
-    (art,) = write_hosts(build_cluster(request.param, hosts=1), tmp_path / "topo")
+    (art,) = write_host_artifacts(build_cluster(request.param, hosts=1), tmp_path / "topo")
     gpus = len(art.host.gpus)
     proc = subprocess.run(
         [sys.executable, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus)],
@@ -143,6 +143,7 @@ def nccl_view(request: pytest.FixtureRequest, lib_dir: Path,
                     etree.parse(str(tmp_path / "dump.xml")).getroot())
 
 
+@pytest.mark.e2e
 def test_nccl_loads_the_file_without_asking_sys(nccl_view: NcclView) -> None:
     host, log = nccl_view.host, nccl_view.log
     assert "Loading topology file" in log and "Loaded net plugin ncclsim" in log
@@ -155,6 +156,7 @@ def test_nccl_loads_the_file_without_asking_sys(nccl_view: NcclView) -> None:
     assert looked_up <= {str(g.bus_id) for g in host.gpus} | {str(s.bus_id) for s in host.switches}
 
 
+@pytest.mark.e2e
 def test_nccl_dump_is_the_preset(nccl_view: NcclView) -> None:
     host, dump = nccl_view.host, nccl_view.dump
     # GPUs, with the NVLinks of the preset (none on PCIe boards).

@@ -21,7 +21,7 @@ from ncclsim.cluster.build import build_cluster
 from ncclsim.report import build_report, summary_text, write_run_json
 from ncclsim.report import cli as report_cli
 from ncclsim.report import parse_log as pl
-from ncclsim.topology.cli import write_hosts
+from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.graph_paths import best_path
 from ncclsim.topology.graph_xml import from_xml_files
 
@@ -242,7 +242,7 @@ def _with_dgx_h100_hosts(run: Path) -> None:
     """The recorded run with ncclsim's host files of 2 x dgx-h100 (GPU i beside NIC i
     on a PCI switch; the logs' bus ids are that preset's)."""
     shutil.copytree(TWO_HOSTS, run)
-    write_hosts(build_cluster("dgx-h100", hosts=2), run / "hosts")
+    write_host_artifacts(build_cluster("dgx-h100", hosts=2), run / "hosts")
 
 
 def test_nic_check_fails_for_another_gpus_nic(tmp_path):

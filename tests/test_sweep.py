@@ -22,6 +22,7 @@ def _sweep(run_cli, tmp_path: Path, *args: str, timeout: float = 900):
     return proc, doc
 
 
+@pytest.mark.e2e
 def test_shapes_write_json_and_csv(run_cli, tmp_path: Path) -> None:
     proc, doc = _sweep(run_cli, tmp_path, "--hosts", "1,2", "--gpus", "4", "--csv", str(tmp_path / "s.csv"),
                        "--expect", "channels>=4", "--expect", "intra_transport==P2P")
@@ -41,6 +42,7 @@ def test_shapes_write_json_and_csv(run_cli, tmp_path: Path) -> None:
     assert [line.split()[1] for line in table[1:]] == ["ok", "ok"]
 
 
+@pytest.mark.e2e
 def test_a_false_expectation_fails_the_sweep(run_cli, tmp_path: Path) -> None:
     proc, doc = _sweep(run_cli, tmp_path, "--hosts", "2", "--gpus", "2", "--expect", "nNodes==3",
                        "--expect", "inter_transport==NET")
@@ -50,6 +52,7 @@ def test_a_false_expectation_fails_the_sweep(run_cli, tmp_path: Path) -> None:
     assert doc["summary"]["violations"] == 1
 
 
+@pytest.mark.e2e
 def test_each_nccl_release_runs_its_own_library(run_cli, tmp_path: Path) -> None:
     proc, doc = _sweep(run_cli, tmp_path, "--hosts", "2", "--gpus", "2", "--nccl", "installed,2.23.4",
                        "--env", "NCCL_ALGO=Ring")
@@ -90,6 +93,7 @@ def test_expectations_and_points_units() -> None:
         matrix.points(["dgx-h100"], [2, 2], [None], ["installed"], [])
 
 
+@pytest.mark.e2e
 def test_a_stopped_sweep_stops_its_launches(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
                                             tmp_path: Path) -> None:
     """SIGTERM to a sweep (a CI job cancelled): the running launch stops its

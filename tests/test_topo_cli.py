@@ -35,7 +35,7 @@ def test_generate_writes_each_hosts_files(run_cli: RunCli, tmp_path: Path) -> No
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "out"
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == [
-        "h0/platform.conf", "h0/topo.xml", "h1/platform.conf", "h1/topo.xml"]
+        "h0/env", "h0/platform.conf", "h0/topo.xml", "h1/env", "h1/platform.conf", "h1/topo.xml"]
     assert proc.stdout.startswith("dgx-a100: 2 hosts of 8 GPUs (12 NVLinks per GPU), "
                                   "8 NICs (200 Gb/s), 12 PCI switches, 2 sockets")
     for i in (0, 1):

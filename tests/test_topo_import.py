@@ -95,6 +95,7 @@ def _structure(dump: Path) -> dict[str, Any]:
 
 # ---- the round trip through NCCL ----
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("preset", ["dgx-h100", "dgx-a100"])
 def test_nccl_dump_round_trips(preset: str, run_cli: RunCli, tmp_path: Path,
                                clean_env: dict[str, str], lib_dir: Path) -> None:
@@ -115,6 +116,7 @@ def test_nccl_dump_round_trips(preset: str, run_cli: RunCli, tmp_path: Path,
     assert "affinity" not in spec  # the preset's own CPU numbering gives NCCL's masks
 
 
+@pytest.mark.e2e
 def test_import_a_launch_run_directory(run_cli: RunCli, tmp_path: Path) -> None:
     probe = ["--", sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce", "--sizes", "8"]
     proc = run_cli("launch", "--hosts", "1", "--gpus", "4", "--run-dir", "run1", *probe,
@@ -137,6 +139,7 @@ def test_import_a_launch_run_directory(run_cli: RunCli, tmp_path: Path) -> None:
         tmp_path / "run1" / "topo-dump.xml")
 
 
+@pytest.mark.e2e
 def test_nvidia_smi_import_runs_under_nccl(run_cli: RunCli, tmp_path: Path,
                                            clean_env: dict[str, str], lib_dir: Path) -> None:
     proc = run_cli("topo", "import", str(DATA / "nvidia-smi-dgx-h100.txt"), "-o", "smi.yaml")

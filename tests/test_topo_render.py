@@ -20,13 +20,13 @@ from ncclsim.cli import main
 from ncclsim.cluster.build import build_cluster
 from ncclsim.platform.models import load_models
 from ncclsim.report.build import build_report
-from ncclsim.topology.cli import write_hosts
+from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.graph import (
     from_cluster, gpu_node, nic_node, nodes_of, nvswitch_node, switch_node)
 from ncclsim.topology.graph_paths import gpu_path, nic_paths, nvlink_flow_gbps
 from ncclsim.topology.graph_xml import from_xml_files
 from ncclsim.topology.render import render
-from ncclsim.topology.render_cli import make_drawing
+from ncclsim.render.cli import make_drawing
 
 RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -57,7 +57,7 @@ def run_main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_graph_of_the_model_equals_the_graph_of_its_xml(preset: str, tmp_path: Path) -> None:
     cluster = build_cluster(preset, hosts=2)
-    write_hosts(cluster, tmp_path)
+    write_host_artifacts(cluster, tmp_path)
     model = from_cluster(cluster)
     xml = from_xml_files([tmp_path / "h0" / "topo.xml", tmp_path / "h1" / "topo.xml"])
     assert set(model.nodes) == set(xml.nodes)
@@ -168,7 +168,7 @@ def test_svg_is_reproducible(tmp_path: Path) -> None:
 
 def test_directory_of_host_xmls_and_one_xml(capsys: pytest.CaptureFixture[str],
                                             tmp_path: Path) -> None:
-    write_hosts(build_cluster("dgx-a100", hosts=2), tmp_path / "topo")
+    write_host_artifacts(build_cluster("dgx-a100", hosts=2), tmp_path / "topo")
     rc, _, err = run_main(capsys, "topo", "render", str(tmp_path / "topo"), "-o",
                           str(tmp_path / "dir.svg"))
     assert rc == 0, err
@@ -225,6 +225,7 @@ def _report_gpus(doc: dict[str, Any]) -> dict[int, str]:
     return {r["rank"]: f"h{int(r['host'][-1])}/gpu{r['device']}" for r in doc["ranks"]}
 
 
+@pytest.mark.e2e
 def test_launched_run_every_channel(capsys: pytest.CaptureFixture[str], launched_run: Path,
                                     tmp_path: Path) -> None:
     report = json.loads((launched_run / "run.json").read_text())
@@ -240,6 +241,7 @@ def test_launched_run_every_channel(capsys: pytest.CaptureFixture[str], launched
     assert {f"host:h{i}" for i in (0, 1)} == by_prefix(ids, "host:")
 
 
+@pytest.mark.e2e
 def test_launched_run_one_channel(capsys: pytest.CaptureFixture[str], launched_run: Path,
                                   tmp_path: Path) -> None:
     report = json.loads((launched_run / "run.json").read_text())

@@ -1,7 +1,7 @@
 """The simulated cluster: one typed model (model), built from presets in
 topologies/ (presets, build), from which each host's platform file
-(platform_config) and NCCL topology XML (ncclsim.topology) are derived
-(artifacts)."""
+(platform_config) and NCCL topology XML (ncclsim.topology.xml_writer) are
+derived; ncclsim.topology.host_artifacts writes both per host."""
 
 from ncclsim.cluster.build import build_cluster, build_host
 from ncclsim.cluster.errors import ClusterError, PresetFormatError, UnknownPresetError

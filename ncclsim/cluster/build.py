@@ -13,9 +13,9 @@ from ncclsim.cluster.model import (
 from ncclsim.cluster.presets import (
     DEFAULT_PRESET, GpuSpec, NicSpec, Preset, SwitchSpec, load_preset)
 from ncclsim.platform.config import (
-    MAX_GPUS, MAX_HOST_INDEX, MAX_NICS, SYS_PCI_DEVICES, default_hostname, default_nic_guid,
+    MAX_GPUS, MAX_HOST_INDEX, MAX_NICS, SYS_PCI_DEVICES, default_nic_guid,
     default_uuid, host_domain)
-from ncclsim.platform.env import nccl_host_id
+from ncclsim.rundir import host_name
 from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.platform.pci import PciAddress
 
@@ -124,7 +124,7 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
         sockets.append(CpuSocket(s.numa_id, affinity, p.cpu.arch, p.cpu.vendor, p.cpu.family_id,
                                  p.cpu.model_id, below))
     return Host(
-        index=index, hostname=default_hostname(index), host_id=nccl_host_id(index), domain=domain,
+        index=index, hostname=host_name(index), host_id=host_name(index), domain=domain,
         sockets=tuple(sockets), switches=tuple(sorted(switches, key=lambda s: s.bus_id)),
         gpus=tuple(sorted(gpus.values(), key=lambda g: g.index)),
         nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),

@@ -13,15 +13,19 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 SHM = Path("/dev/shm")
 
 
-def run_processes(run_id: str) -> list[int]:
-    """PIDs whose environment carries NCCLSIM_RUN_ID=run_id."""
-    needle = f"NCCLSIM_RUN_ID={run_id}".encode()
-    pids = []
+RUN_ID = "NCCLSIM_RUN_ID"  # in every process of a run (launch.environment)
+LAUNCH_PID = "NCCLSIM_LAUNCH_PID"  # the launch that started it
+RUN_DIR = "NCCLSIM_RUN_DIR"  # its run directory
+
+
+def environments() -> dict[int, dict[str, str]]:
+    """The ncclsim variables of every process of a run on this machine (pid -> name -> value)."""
+    found = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -29,16 +33,30 @@ def run_processes(run_id: str) -> list[int]:
             env = (entry / "environ").read_bytes()
         except OSError:
             continue
-        if needle in env.split(b"\0"):
-            pids.append(int(entry.name))
-    return pids
+        if RUN_ID.encode() not in env:
+            continue
+        pairs = (item.decode(errors="replace").partition("=") for item in env.split(b"\0"))
+        variables = {k: v for k, _, v in pairs if k.startswith("NCCLSIM_")}
+        if RUN_ID in variables:
+            found[int(entry.name)] = variables
+    return found
+
+
+def run_processes(run_id: str) -> list[int]:
+    """PIDs whose environment carries NCCLSIM_RUN_ID=run_id."""
+    return [pid for pid, env in environments().items() if env.get(RUN_ID) == run_id]
 
 
 def kill_run(run_id: str, grace: float = 2.0) -> list[int]:
     """SIGTERM, then SIGKILL whatever is left after `grace` seconds."""
-    victims = run_processes(run_id)
+    return kill_all(lambda: run_processes(run_id), grace)
+
+
+def kill_all(find: Callable[[], list[int]], grace: float = 2.0) -> list[int]:
+    """SIGTERM what `find` finds, then SIGKILL whatever is left after `grace` seconds."""
+    victims = find()
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 1.0)):
-        pids = run_processes(run_id)
+        pids = find()
         if not pids:
             break
         for pid in pids:
@@ -47,7 +65,7 @@ def kill_run(run_id: str, grace: float = 2.0) -> list[int]:
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and run_processes(run_id):
+        while time.monotonic() < deadline and find():
             time.sleep(0.05)
     return victims
 
@@ -100,6 +118,12 @@ def remove_shm_since(since: float) -> list[str]:
         except OSError:
             pass
     return _remove_unused(new)
+
+
+def remove_unused_shm() -> list[str]:
+    """Every segment of NCCL, MPI or the simulator that no live process uses
+    (what runs whose processes are all gone left behind)."""
+    return _remove_unused([n for n in shm_snapshot() if n.startswith(SHM_PREFIXES)])
 
 
 def _remove_unused(new: list[str]) -> list[str]:

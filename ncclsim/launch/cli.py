@@ -4,9 +4,22 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
+
+from ncclsim.platform.models import GpuCatalog
 
 from ncclsim.launch.launcher import launch
 from ncclsim.launch.options import LaunchOptions
+
+
+def register(sub: Any, catalog: GpuCatalog) -> None:
+    launch = sub.add_parser("launch", help="run a program as ranks of simulated hosts (over MPI)",
+                            description="Simulate H hosts of G GPUs on this machine and run CMD "
+                                        "(default: the built-in probe) as their ranks through "
+                                        "mpiexec; logs, NCCL's dumps and the report go to the "
+                                        "run directory.")
+    add_arguments(launch)
+    launch.set_defaults(func=lambda args, environ, out, catalog: execute(args))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ncclsim.launch.rundir import RunDir
-from ncclsim.paths import cudart_lib_dir, lib_dir
+from ncclsim.launch.cleanup import LAUNCH_PID, RUN_DIR, RUN_ID
+from ncclsim.rundir import RunDir
+from ncclsim.paths import cudart_lib_dir, lib_dir, mpi_lib_dir
 from ncclsim.platform.env import UNSET_VARIABLES, memory_settings, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
@@ -29,11 +31,14 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
     over several (`spread`), the user's NCCL_SOCKET_IFNAME or else NCCL's own
     choice, the first interface that is not loopback."""
     sim = lib_dir()
+    mpi = mpi_lib_dir()  # the MPI of the mpiexec that starts the ranks
     env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
     env.update({
-        "LD_LIBRARY_PATH": prepend_paths([sim, nccl_lib, cudart_lib_dir()], base.get("LD_LIBRARY_PATH", "")),
-        "NCCLSIM_RUN_ID": run_id,
-        "NCCLSIM_RUN_DIR": str(run.root),
+        "LD_LIBRARY_PATH": prepend_paths([sim, nccl_lib, cudart_lib_dir(), *([mpi] if mpi else [])],
+                                         base.get("LD_LIBRARY_PATH", "")),
+        RUN_ID: run_id,
+        LAUNCH_PID: str(os.getpid()),  # `ncclsim clean` stops runs whose launch is gone
+        RUN_DIR: str(run.root),
         "NCCL_IB_DISABLE": "1",
         "NCCL_RAS_ENABLE": "0",
         "NCCL_MNNVL_ENABLE": "0",

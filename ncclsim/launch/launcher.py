@@ -12,53 +12,58 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Mapping, Optional, TextIO
 
-from ncclsim.launch import rank_script, rundir
+from ncclsim import rundir
+from ncclsim.launch import rank_script, watchdog
 from ncclsim.launch.machines import Placement, place
 from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
-from ncclsim.launch.options import LaunchError, LaunchOptions, probe_command, resolve_command
+from ncclsim.launch.options import LaunchError, LaunchOptions, check_environment, probe_command, resolve_command
 from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
-from ncclsim.paths import nccl_lib_dir
+from ncclsim.paths import mpiexec, nccl_lib_dir
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
-from ncclsim.cluster.artifacts import write_host_artifacts
+from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.cluster.build import build_cluster
 
 SCHEMA_VERSION = 1
-
-
-def mpiexec() -> Path:
-    exe = Path(sys.executable).parent / "mpiexec"
-    if not exe.exists():
-        raise LaunchError(f"{exe} is missing: install the `mpich` wheel in this environment")
-    return exe
 
 
 def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement) -> list[str]:
     lines = []
     bad = [o for o in outcome.ranks if o.status not in (None, 0)]
     for o in bad[:8]:
-        d = run.rank(o.rank)
+        files = run.rank(o.rank)
         how = f"was killed by signal {o.status - 128}" if o.status > 128 else f"exited with status {o.status}"
-        last = _last_line(d / "stderr")
+        last = _last_line(files.stderr)
         lines.append(f"ncclsim: rank {o.rank} (host {o.host}) {how}"
-                     + (f": {last}" if last else "") + f"; logs: {d}/stderr, {d}/nccl.log")
+                     + (f": {last}" if last else "") + f"; logs: {_logs(files)}")
+    for r, pid in list(outcome.lost.items())[:8]:
+        files = run.rank(r)
+        lines.append(f"ncclsim: rank {r} (host {outcome.ranks[r].host}): its process "
+                     f"({run.rank_script.name}, pid {pid}) was killed before the program ended; "
+                     f"logs: {_logs(files)}")
     if outcome.timed_out:
         stuck = [o.rank for o in outcome.ranks if o.status is None]
         lines.append(f"ncclsim: timed out: rank(s) {rank_ranges(stuck)} still running were stopped; "
-                     f"logs: {run.root}/ranks/<rank>/")
-    elif not bad and any(o.status is None for o in outcome.ranks):
+                     f"logs: {run.rank('<rank>').directory}/")
+    elif not bad and not outcome.lost and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
-        why = _first_line(run.root / "mpiexec.log")
+        why = _first_line(run.mpiexec_log)
         lines.append(f"ncclsim: rank(s) {rank_ranges(lost)} ended without reporting a status "
                      f"(mpiexec status {outcome.mpiexec_status}"
-                     + (f": {why}" if why else "") + f"); see {run.root}/mpiexec.log")
+                     + (f": {why}" if why else "") + f"); see {run.mpiexec_log}")
         if placement.spread and (not why or str(run.root) in why):
             lines.append(f"ncclsim: they never wrote to {run.root}: the run directory (--run-dir) "
                          f"must be on a filesystem every machine of {placement.hostfile} shares")
     return lines
+
+
+def _logs(files: rundir.RankFiles) -> str:
+    """The rank's stderr and NCCL logs (one per NCCL process; the pattern before any exists)."""
+    logs = [str(p) for p in files.nccl_logs()[:2]] or [files.nccl_log.replace("%p", "<pid>")]
+    return ", ".join([str(files.stderr), *logs])
 
 
 def _first_line(path: Path) -> str:
@@ -98,6 +103,7 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
            "nccl_ranks": opts.hosts * gpus, "command": list(command), "mpiexec": mpi_command,
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
            "status": outcome.status, "timed_out": outcome.timed_out, "stopped_by_signal": outcome.stopped_by,
+           "wrappers_killed": sorted(outcome.lost),
            "initialised": outcome.initialised,
            "ranks": [{"rank": o.rank, "host": o.host, "machine": machines[o.rank], "status": o.status}
                      for o in outcome.ranks],
@@ -122,6 +128,7 @@ def _say(err: TextIO, line: str) -> None:
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
            err: TextIO = sys.stderr) -> int:
     opts.check()
+    check_environment(environ)
     cluster = build_cluster(opts.preset, opts.hosts, opts.gpus, opts.nics)
     gpus = len(cluster.hosts[0].gpus)
     if gpus % opts.gpus_per_process:
@@ -136,7 +143,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     nccl_lib = _nccl_lib(opts.nccl, err)
 
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
-    write_host_artifacts(cluster, run.root)
+    write_host_artifacts(cluster, run.hosts_dir)
     script = rank_script.write(run, per_host)
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
@@ -144,14 +151,16 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     unit = "ranks" if opts.gpus_per_process == 1 else "processes"
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
               f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")
+    guard = watchdog.start(run, run_id)
     started = time.time()
-    mpi_command = [str(exe), *placement.mpiexec_args(run.root), *opts.mpiexec_args, "-n", str(nranks),
+    mpi_command = [str(exe), *placement.mpiexec_args(run), *opts.mpiexec_args, "-n", str(nranks),
                    str(script), *command]
     outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
-    machines = [run.rank_machine(r) for r in range(nranks)]  # None: the rank never started
+    machines = [run.rank(r).machine_name() for r in range(nranks)]  # None: the rank never started
     cleanup_failed = None
     if placement.spread and any(machines):
         cleanup_failed = clean_machines(exe, placement, opts.mpiexec_args, run, run_id, started, environ)
+    watchdog.release(guard)
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
     for line in _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")

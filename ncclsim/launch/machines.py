@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional
 
 from ncclsim import NcclsimError
-from ncclsim.platform.env import nccl_host_id
+from ncclsim.rundir import RunDir, host_name
 
 # A hostfile line: a machine name, optionally `:slots` (which ncclsim
 # overrides: it places whole simulated hosts per machine).
@@ -68,25 +68,21 @@ class Placement:
     def spread(self) -> bool:
         return self.hostfile is not None
 
-    def mpiexec_args(self, run_root: Path) -> list[str]:
+    def mpiexec_args(self, run: RunDir) -> list[str]:
         """mpiexec's placement arguments; on this machine they name a node
         file written into the run directory."""
         if self.hostfile is None:
-            nodes = write_local_nodes(run_root, self.hosts_per_machine)
+            nodes = write_local_nodes(run, self.hosts_per_machine)
             # fork: the names are MPI's only (and even inside a Slurm
             # allocation the ranks stay on this machine).
             return ["-f", str(nodes), "-launcher", "fork", "-ppn", str(self.processes_per_host)]
         return ["-f", str(self.hostfile), "-ppn", str(self.processes_per_machine)]
 
 
-LOCAL_NODES = "mpi-nodes"
-
-
-def write_local_nodes(run_root: Path, hosts: int) -> Path:
+def write_local_nodes(run: RunDir, hosts: int) -> Path:
     """One MPI node per simulated host, named as the host calls itself."""
-    path = run_root / LOCAL_NODES
-    path.write_text("".join(nccl_host_id(h) + "\n" for h in range(hosts)))
-    return path
+    run.mpi_nodes.write_text("".join(host_name(h) + "\n" for h in range(hosts)))
+    return run.mpi_nodes
 
 
 def place(hosts: int, processes_per_host: int, hostfile: Optional[Path]) -> Placement:

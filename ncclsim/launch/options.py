@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.nccl.wheels import parse_spec
+from ncclsim.paths import ncclsim_command
 
 MAX_HOSTS = 1024
 
@@ -91,5 +91,13 @@ PROBE_DEFAULT_ARGS = ("--ops", "allreduce", "--sizes", "8,64K,1M,16M")
 
 
 def probe_command(gpus_per_process: int) -> tuple[str, ...]:
-    return (sys.executable, "-m", "ncclsim.probe", "--gpus-per-process", str(gpus_per_process),
-            *PROBE_DEFAULT_ARGS)
+    return (*ncclsim_command(), "probe", "--gpus-per-process", str(gpus_per_process), *PROBE_DEFAULT_ARGS)
+
+
+def check_environment(environ: Mapping[str, str]) -> None:
+    """Settings of the caller that the simulation cannot honour."""
+    if environ.get("NCCL_TOPO_FILE"):
+        raise LaunchError(
+            f"NCCL_TOPO_FILE is set ({environ['NCCL_TOPO_FILE']}): ncclsim gives every simulated host "
+            "a topology file of its own; to simulate the machine that file describes, make a spec of "
+            "it with `ncclsim topo import FILE -o machine.yaml` and use `--preset machine.yaml`")

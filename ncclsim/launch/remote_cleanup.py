@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 from typing import Mapping, Optional
 
+from ncclsim.launch import cleanup
 from ncclsim.launch.machines import Placement
-from ncclsim.launch.rundir import RunDir
+from ncclsim.rundir import RunDir
 
 CLEANUP_TIMEOUT = 60.0
 
@@ -24,8 +25,8 @@ def clean_machines(exe: Path, placement: Placement, mpiexec_args: tuple[str, ...
                "-n", str(len(placement.machines)),
                sys.executable, "-m", "ncclsim.launch.cleanup", run_id, f"{started:.3f}"]
     # Without the run's id in its environment, or the cleanup would stop itself.
-    env = {k: v for k, v in environ.items() if k != "NCCLSIM_RUN_ID"}
-    log = run.root / "cleanup.log"
+    env = {k: v for k, v in environ.items() if k != cleanup.RUN_ID}
+    log = run.cleanup_log
     try:
         with open(log, "wb") as f:
             done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, stdout=f,

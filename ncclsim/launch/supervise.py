@@ -14,7 +14,7 @@ from typing import BinaryIO, Optional, TextIO
 
 from ncclsim import stop_signals
 from ncclsim.launch import cleanup
-from ncclsim.launch.rundir import RunDir
+from ncclsim.rundir import RunDir
 
 POLL = 0.2
 FAILURE_GRACE = 2.0  # let other ranks report their own failures before stopping them
@@ -37,6 +37,7 @@ class Outcome:
     timed_out: bool = False
     mpiexec_status: Optional[int] = None
     killed: list[int] = field(default_factory=list)
+    lost: dict[int, int] = field(default_factory=dict)  # rank -> pid of a wrapper killed from outside
     shm_removed: list[str] = field(default_factory=list)
     stopped_by: Optional[int] = None  # the signal that stopped the launch itself
 
@@ -87,22 +88,64 @@ class _Follower:
 
 
 class _Progress:
-    """Counts ranks whose NCCL log says Init COMPLETE."""
+    """Counts ranks of which an NCCL log (one per NCCL process) says Init COMPLETE."""
 
     def __init__(self, run: RunDir, nranks: int) -> None:
-        self.logs = [_Follower(run.rank(r) / "nccl.log") for r in range(nranks)]
+        self.ranks = [run.rank(r) for r in range(nranks)]
+        self.logs: list[dict[Path, _Follower]] = [{} for _ in range(nranks)]
+        self.tails: dict[Path, bytes] = {}
         self.done = [False] * nranks
-        self.tails = [b""] * nranks
 
     def update(self) -> int:
-        for r, log in enumerate(self.logs):
+        for r, files in enumerate(self.ranks):
             if self.done[r]:
                 continue
-            data = self.tails[r] + log.read()
-            if b"Init COMPLETE" in data:
-                self.done[r] = True
-            self.tails[r] = data[-64:]
+            for path in files.nccl_logs():
+                log = self.logs[r].setdefault(path, _Follower(path))
+                data = self.tails.get(path, b"") + log.read()
+                if b"Init COMPLETE" in data:
+                    self.done[r] = True
+                    break
+                self.tails[path] = data[-64:]
         return sum(self.done)
+
+
+class _Wrappers:
+    """Ranks whose wrapper (rank.sh) is gone without writing an exit status:
+    killed from outside. MPI would wait for such a rank for ever."""
+
+    def __init__(self, run: RunDir, nranks: int) -> None:
+        self.ranks = [run.rank(r) for r in range(nranks)]
+        self.script = str(run.rank_script).encode()
+        self.machine = Path("/proc/sys/kernel/hostname").read_text().strip()  # as rank.sh records it
+        self.pids: dict[int, Optional[int]] = {}  # rank -> its wrapper's pid; None: on another machine
+        self.ended: set[int] = set()
+        self.lost: dict[int, int] = {}  # rank -> pid of its wrapper
+
+    def check(self) -> list[int]:
+        """The ranks lost so far (only this machine's can be seen)."""
+        for r, files in enumerate(self.ranks):
+            if r in self.lost or r in self.ended:
+                continue
+            if r not in self.pids:
+                pid, machine = files.wrapper_pid(), files.machine_name()
+                if pid is None or machine is None:
+                    continue  # not started yet
+                self.pids[r] = pid if machine == self.machine else None
+            pid = self.pids[r]
+            if pid is None or self._alive(pid):
+                continue
+            if files.status() is None:  # read after the death: it did not end by itself
+                self.lost[r] = pid
+            else:
+                self.ended.add(r)
+        return sorted(self.lost)
+
+    def _alive(self, pid: int) -> bool:
+        try:
+            return self.script in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
 
 
 def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
@@ -112,11 +155,12 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     ("ranks", or "processes" when each drives several NCCL ranks)."""
     shm_before = cleanup.shm_snapshot()
     start = time.monotonic()
-    mpi_log = open(run.root / "mpiexec.log", "wb")
+    mpi_log = open(run.mpiexec_log, "wb")
     proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=mpi_log,
                             stderr=subprocess.STDOUT, start_new_session=True)
-    rank0 = _Follower(run.rank(0) / "stdout")
+    rank0 = _Follower(run.rank(0).stdout)
     progress = _Progress(run, nranks)
+    wrappers = _Wrappers(run, nranks)
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
@@ -135,7 +179,9 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                     err.flush()
                 if proc.poll() is not None:
                     break
-                failed = [r for r in range(nranks) if (run.rank_exit(r) or 0) != 0]
+                failed = [r for r in range(nranks) if (run.rank(r).status() or 0) != 0]
+                if first_failure is None:  # later losses follow from the first failure (mpiexec's abort)
+                    failed += wrappers.check()
                 if failed and first_failure is None:
                     first_failure = time.monotonic()
                 if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE:
@@ -151,7 +197,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
             killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, shm_before)
     stopped_by = stop.received
 
-    ranks = [RankOutcome(r, r // ranks_per_host, run.rank_exit(r)) for r in range(nranks)]
+    ranks = [RankOutcome(r, r // ranks_per_host, run.rank(r).status()) for r in range(nranks)]
     statuses = [o.status for o in ranks]
     if stopped_by is not None:
         status = 128 + stopped_by
@@ -160,11 +206,11 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     elif any(s for s in statuses if s):
         status = max(s for s in statuses if s)
     elif any(s is None for s in statuses):
-        status = mpi_status or 1
+        status = mpi_status if mpi_status and mpi_status > 0 else 1
     else:
         status = 0
     return Outcome(status, ranks, progress.update(), time.monotonic() - start, timed_out, mpi_status,
-                   killed, removed, stopped_by)
+                   killed, wrappers.lost, removed, stopped_by)
 
 
 def _finish(proc: subprocess.Popen, run_id: str, mpi_log: BinaryIO, rank0: _Follower, out: TextIO,

@@ -17,6 +17,7 @@ from ncclsim import NcclsimError
 from ncclsim.files import write_atomically
 from ncclsim.platform.models import GpuCatalog, GpuModel, load_models
 from ncclsim.platform.pci import PciAddress, PciFormatError, format_uuid, parse_uuid
+from ncclsim.rundir import host_name
 
 # Limits shared with fake_cuda/common/platform.h (FC_MAX_GPUS, FC_MAX_NVLINKS)
 # and the ranges fc_platform_load() accepts.
@@ -42,10 +43,6 @@ NVSWITCH_BUSES = (0x05, 0x06, 0x07, 0x08)
 # GPUs past the eighth sit on further boards: same slot, bus moved by this much
 # per board (8 boards fit between the slot buses without collisions).
 EXTRA_BOARD_BUS_STEP = 2
-
-
-def default_hostname(host_index: int) -> str:
-    return f"ncclsim-h{host_index}"
 
 
 def default_gpu_bus(index: int) -> int:
@@ -173,7 +170,7 @@ def default_platform(host_index: int = 0, ngpus: int = 8, model: str = "h100",
                   memory=m.total_memory, numa_node=default_numa_node(i, ngpus),
                   nvlink_remote=default_nvlinks(m, domain))
         for i, bus in enumerate(buses))
-    return PlatformConfig(host_index=host_index, hostname=default_hostname(host_index), gpus=gpus)
+    return PlatformConfig(host_index=host_index, hostname=host_name(host_index), gpus=gpus)
 
 
 # ---- writer ----
@@ -417,7 +414,7 @@ def parse_platform(text: str, source: str = "<string>",
                               port=int(n.get("port", 1)), latency_us=float(n.get("latency", 0.0))))  # type: ignore[arg-type]
     return PlatformConfig(
         host_index=host,
-        hostname=str(plat.get("hostname") or default_hostname(host)),
+        hostname=str(plat.get("hostname") or host_name(host)),
         driver_version=int(plat.get("driver_version", DEFAULT_DRIVER_VERSION)),
         gpus=tuple(gpus), nics=tuple(nics))
 

@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 from ncclsim.paths import cudart_lib_dir, lib_dir, nccl_lib_dir
 from ncclsim.platform.config import PlatformConfig, default_platform, read_platform, write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.rundir import host_name
 
 # Hidden GPUs would be hidden by NVIDIA's runtime before our driver is asked.
 UNSET_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
@@ -36,11 +37,6 @@ class SimEnvironment:
         lines = [f"export {k}={shlex.quote(v)}" for k, v in self.variables.items()]
         lines += [f"unset {k}" for k in self.unset]
         return "\n".join(lines) + "\n"
-
-
-def nccl_host_id(host_index: int) -> str:
-    """NCCL_HOSTID of a simulated host; the C side reads the trailing number."""
-    return f"ncclsim-h{host_index}"
 
 
 def default_config_dir(environ: Mapping[str, str]) -> Path:
@@ -98,7 +94,7 @@ def simulation_env(opts: SimOptions, environ: Mapping[str, str],
     variables = {
         "LD_LIBRARY_PATH": prepend_paths(libs, environ.get("LD_LIBRARY_PATH", "")),
         "NCCLSIM_PLATFORM": str(path),
-        "NCCL_HOSTID": nccl_host_id(opts.host),
+        "NCCL_HOSTID": host_name(opts.host),
         "LD_PRELOAD": with_host_preload(environ.get("LD_PRELOAD", "")),
         **memory_settings(environ),
     }

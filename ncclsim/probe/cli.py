@@ -4,17 +4,40 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
+from ncclsim.platform.env import SimOptions, simulation_env
+from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
 from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, parse_size, run
 
 under_mpi = launched_by_mpi
 
 SCHEMA_VERSION = 1
+
+
+def register(sub: Any, catalog: GpuCatalog) -> None:
+    probe = sub.add_parser("probe", help="run the built-in NCCL workload (alone or under MPI)",
+                           description="Initialise NCCL over the GPUs of this process (or of every "
+                                       "MPI process), run the chosen operations, destroy. Run it "
+                                       'on the simulated platform (`eval "$(ncclsim env)"`).')
+    add_arguments(probe)
+    probe.set_defaults(func=cmd_probe)
+
+
+def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
+              catalog: GpuCatalog) -> int:
+    if "NCCLSIM_PLATFORM" not in environ and not under_mpi(environ):
+        # Not on a simulated host yet: run on the default one (as `ncclsim env` sets it up).
+        sim = simulation_env(SimOptions(), environ, catalog)
+        child = {k: v for k, v in environ.items() if k not in sim.unset}
+        child.update(sim.variables)
+        os.execve(sys.executable, [sys.executable, "-m", "ncclsim.probe", *argv_of(args)], child)
+    return execute(args)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -14,9 +14,8 @@ from ncclsim.platform.models import GpuCatalog
 # networkx and matplotlib (most of a second) load when a picture is drawn, not
 # with every ncclsim command.
 if TYPE_CHECKING:
-    from ncclsim.topology.drawing import Drawing
-    from ncclsim.topology.run_view import Segment
-    from ncclsim.topology.sources import LoadedSource
+    from ncclsim.topology.drawing import Drawing, Segment
+    from ncclsim.render.sources import LoadedSource
 
 Channels = list[tuple[str, int, tuple[int, ...], Sequence["Segment"]]]
 LAYOUTS = ("auto", "grid", "dot")  # ncclsim.topology.layout.compute_layout's names
@@ -55,6 +54,7 @@ def add_parser(sub: Any) -> None:
     r.add_argument("--json", action="store_true",
                    help="print the drawing model (nodes, edges, ring/tree segments with their "
                         "ids; schema_version 1) instead of a summary")
+    r.set_defaults(topo_run=cmd_render)
 
 
 def _channels(src: "LoadedSource", channel: Optional[int]) -> Channels:
@@ -94,7 +94,7 @@ def make_drawing(source: str, catalog: GpuCatalog, hosts: Optional[int] = None,
                  channel: Optional[int] = None, layout: str = "grid") -> "Drawing":
     from ncclsim.topology.drawing import build_drawing
     from ncclsim.topology.layout import compute_layout
-    from ncclsim.topology.sources import ClusterShape, load_source
+    from ncclsim.render.sources import ClusterShape, load_source
 
     src = load_source(source, catalog, ClusterShape(hosts, gpus, nics))
     channels = _channels(src, channel)

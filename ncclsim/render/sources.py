@@ -4,7 +4,6 @@ spec YAML, a topology XML, a directory of host XMLs (DIR/h<i>/topo.xml, as
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -17,10 +16,10 @@ from ncclsim.cluster.presets import load_preset
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.topology.graph import from_cluster, hosts
 from ncclsim.topology.graph_xml import from_xml_files
-from ncclsim.topology.run_view import RunView, is_run_dir, load_run
+from ncclsim.report.run_view import RunView, is_run_dir, load_run
+from ncclsim.rundir import host_topologies
 
 SPEC_SUFFIXES = (".yaml", ".yml")
-_HOST_DIR = re.compile(r"^h(\d+)$")
 
 
 class SourceError(NcclsimError):
@@ -80,13 +79,6 @@ def _cluster(text: str, path: Path, catalog: GpuCatalog, shape: ClusterShape) ->
     return LoadedSource(kind, text, title, from_cluster(cluster, catalog))
 
 
-def host_xmls(directory: Path) -> list[Path]:
-    """DIR/h<i>/topo.xml in host order."""
-    found = [(int(m.group(1)), d / "topo.xml") for d in directory.iterdir()
-             if (m := _HOST_DIR.match(d.name)) and (d / "topo.xml").is_file()]
-    return [p for _, p in sorted(found)]
-
-
 def _directory(path: Path, catalog: GpuCatalog) -> LoadedSource:
     if is_run_dir(path):
         run = load_run(path, catalog)
@@ -95,7 +87,7 @@ def _directory(path: Path, catalog: GpuCatalog) -> LoadedSource:
         title = (f"{path.resolve().name}: {nhosts} host{'s' if nhosts > 1 else ''}, "
                  f"{len(run.rank_gpu)} ranks" + (f", NCCL {version}" if version else ""))
         return LoadedSource("run", str(path), title, run.graph, run)
-    files = host_xmls(path)
+    files = host_topologies(path)
     if not files:
         raise SourceError(f"{path}: neither a run directory (launch.json, run.json, NCCL logs) "
                           "nor a directory of host topologies (h<i>/topo.xml)")

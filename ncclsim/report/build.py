@@ -3,40 +3,29 @@
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.report import dumps
+from ncclsim.report.dumps import find_dump, output_files, under
+from ncclsim.report.exits import exit_check
 from ncclsim.report import parse_log as pl
 from ncclsim.report.collect import Collected, RankRecord, collect, read_log_lines
 from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, RankInfo,
                                   Report, Topology, Transports, TuningEntry)
 from ncclsim.report.structure import build_rings, build_trees
+from ncclsim.rundir import RankFiles, RunDir
 
-RUN_JSON = "run.json"
-LAUNCH_JSON = "launch.json"
-# Where NCCL logs go when NCCL_DEBUG_FILE is not set: the rank's own output.
-_OUTPUT_FILES = re.compile(r"(stdout|stderr|output)|\.(out|err|txt)$")
-
-
-def _natural(path: Path) -> list[Any]:
-    """ranks/2 before ranks/10."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
-
-
-def _files(run_dir: Path, pattern: str) -> list[Path]:
-    return sorted((p for p in run_dir.rglob(pattern) if p.is_file()), key=_natural)
 
 
 def find_logs(run_dir: Path) -> list[tuple[Path, list[tuple[int, pl.LogLine]]]]:
-    """The files holding NCCL log lines: `*.log`, else the ranks' stdout/stderr."""
-    found = [(p, lines) for p in _files(run_dir, "*.log") if (lines := _read(p))]
+    """The files holding NCCL log lines: `*.log` (NCCL_DEBUG_FILE: one per
+    NCCL process), else the ranks' stdout/stderr."""
+    found = [(p, lines) for p in under(run_dir, "*.log") if (lines := _read(p))]
     if not found:
-        others = [p for p in _files(run_dir, "*") if _OUTPUT_FILES.search(p.name) and p.suffix != ".log"]
-        found = [(p, lines) for p in others if (lines := _read(p))]
+        found = [(p, lines) for p in output_files(run_dir) if (lines := _read(p))]
     return found
 
 
@@ -45,16 +34,6 @@ def _read(path: Path) -> list[tuple[int, pl.LogLine]]:
         return read_log_lines(path)
     except OSError:
         return []
-
-
-def find_dump(run_dir: Path, prefix: str) -> Optional[Path]:
-    """NCCL's dump at the top of the run directory (a name with `dump` first), or
-    one deeper that says `dump` (hosts/*/topo.xml are the inputs, not dumps)."""
-    top = sorted(run_dir.glob(f"{prefix}*.xml"), key=lambda p: ("dump" not in p.name, p.name))
-    if top:
-        return top[0]
-    deep = _files(run_dir, f"{prefix}*dump*.xml")
-    return deep[0] if deep else None
 
 
 def _check_run_dir(run_dir: Path) -> None:
@@ -70,7 +49,7 @@ def build_report(run_dir: Path) -> Report:
     logs = find_logs(run_dir)
     if not logs:
         raise NcclsimError(
-            f"no NCCL logs in {run_dir}: expected files such as ranks/<rank>/nccl.log with "
+            f"no NCCL logs in {run_dir}: expected files such as ranks/<rank>/nccl.<pid>.log with "
             "NCCL INFO lines (run with NCCL_DEBUG=INFO and NCCL_DEBUG_FILE set)")
     names = {p: p.relative_to(run_dir).as_posix() for p, _ in logs}
     collected = collect((names[p], lines) for p, lines in logs)
@@ -84,7 +63,7 @@ def build_report(run_dir: Path) -> Report:
 def write_run_json(run_dir: Path, report: Optional[Report] = None) -> Path:
     """Writes the report (built here unless given) as `run.json` in the run directory."""
     report = report if report is not None else build_report(Path(run_dir))
-    path = Path(run_dir) / RUN_JSON
+    path = RunDir(Path(run_dir)).run_json
     try:
         path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
     except OSError as e:
@@ -110,26 +89,23 @@ def _read_dumps(run_dir: Path, notes: list[str]) -> tuple[tuple[Graph, ...], Opt
 
 
 def _read_launch(run_dir: Path, notes: list[str]) -> Optional[dict[str, Any]]:
-    path = run_dir / LAUNCH_JSON
+    path = RunDir(run_dir).launch_json
     if not path.is_file():
         return None
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        notes.append(f"{LAUNCH_JSON} not readable: {e}")
+        notes.append(f"{path.name} not readable: {e}")
         return None
     return doc if isinstance(doc, dict) else {"value": doc}
 
 
 def _exit_status(log: Path, run_dir: Path) -> Optional[int]:
-    """The launcher's `exit` file beside a rank's log (ranks/<r>/exit); one at the
-    top of the run directory would belong to no rank in particular."""
+    """The launcher's exit status of the rank whose directory holds the log; a
+    log at the top of the run directory belongs to no rank in particular."""
     if log.parent == run_dir:
         return None
-    try:
-        return int((log.parent / "exit").read_text().strip())
-    except (OSError, ValueError):
-        return None
+    return RankFiles(log.parent).status()
 
 
 def _primary(collected: Collected) -> Optional[str]:
@@ -155,6 +131,8 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
     hosts = tuple(dict.fromkeys(r.host for r in ranks if r.host is not None))
     nnodes = _most_common(r.nnodes for r in records)
     checks: list[Check] = _rank_checks(records, nranks)
+    ended = exit_check(launch, ranks)
+    checks += [ended] if ended else []
     versions = sorted(set(collected.versions))
     if len(versions) > 1:
         checks.append(Check("every process runs the same NCCL", False, ", ".join(versions)))

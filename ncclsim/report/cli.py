@@ -6,11 +6,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ncclsim import NcclsimError
-from ncclsim.report.build import RUN_JSON, build_report, write_run_json
+from ncclsim.report.build import build_report, write_run_json
+from ncclsim.rundir import RUN_JSON
+from ncclsim.platform.models import GpuCatalog
 from ncclsim.report.summary import summary_text
+
+
+def register(sub: Any, catalog: GpuCatalog) -> None:
+    report = sub.add_parser("report", help="summarise a run directory (rings, trees, transports, ...)",
+                            description="Read a run directory's NCCL logs and dumps; print what NCCL "
+                                        f"built and save it as RUN_DIR/{RUN_JSON}.")
+    add_arguments(report)
+    report.set_defaults(func=lambda args, environ, out, catalog: execute(args))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ncclsim import NcclsimError
-from ncclsim.report.build import RUN_JSON, build_report
+from ncclsim.report.build import build_report
+from ncclsim.rundir import RUN_JSON
 
 SCHEMA_VERSION = 1
 SWEEP_JSON = "sweep.json"

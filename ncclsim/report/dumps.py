@@ -3,12 +3,47 @@ topology it saw (NCCL_TOPO_DUMP_FILE)."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.report.model import Graph, GraphChannel, Topology
+from ncclsim.rundir import GRAPH_DUMP, TOPO_DUMP
+
+# Where NCCL logs go when NCCL_DEBUG_FILE is not set: the rank's own output.
+_OUTPUT_FILES = re.compile(r"(stdout|stderr|output)|\.(out|err|txt)$")
+
+
+def _natural(path: Path) -> list[Any]:
+    """ranks/2 before ranks/10."""
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(path))]
+
+
+def under(run_dir: Path, pattern: str) -> list[Path]:
+    """The files below run_dir matching `pattern`, in natural order."""
+    return sorted((p for p in run_dir.rglob(pattern) if p.is_file()), key=_natural)
+
+
+def output_files(run_dir: Path) -> list[Path]:
+    """The programs' own output files (stdout, stderr, *.out ...)."""
+    return [p for p in under(run_dir, "*") if _OUTPUT_FILES.search(p.name) and p.suffix != ".log"]
+
+
+def find_dump(run_dir: Path, prefix: str) -> Optional[Path]:
+    """NCCL's dump (prefix "topo" or "graph"): the one `ncclsim launch` asks
+    for, else one at the top of the directory (a name with `dump` first), else
+    one deeper that says `dump` (hosts/*/topo.xml are the inputs, not dumps).
+    Other launchers name their dumps as they like."""
+    ours = run_dir / {"topo": TOPO_DUMP, "graph": GRAPH_DUMP}.get(prefix, "")
+    if ours.is_file():
+        return ours
+    top = sorted(run_dir.glob(f"{prefix}*.xml"), key=lambda p: ("dump" not in p.name, p.name))
+    if top:
+        return top[0]
+    deep = under(run_dir, f"{prefix}*dump*.xml")
+    return deep[0] if deep else None
 
 # NCCL_TOPO_PATTERN_*: what a searched graph is for.
 PATTERNS = {1: "balanced_tree", 2: "split_tree", 3: "tree", 4: "ring", 5: "nvls", 6: "collnet_direct"}

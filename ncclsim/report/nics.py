@@ -18,7 +18,7 @@ from ncclsim.report import parse_log as pl
 from ncclsim.report.model import Check, Connection, NicPath, Nics, NicUse, RankInfo, RankNics
 from ncclsim.topology.graph import nic_node
 from ncclsim.topology.graph_paths import TopoPath, nic_paths
-from ncclsim.topology.run_hosts import host_files, hosts_graph, rank_gpus
+from ncclsim.report.run_hosts import host_files, hosts_graph, rank_gpus
 
 CHECK_NAME = "inter-host connections leave by the GPU's nearest NIC"
 

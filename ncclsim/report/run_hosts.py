@@ -16,20 +16,18 @@ from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import networkx as nx
 
-from ncclsim.platform.env import nccl_host_id
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.platform.pci import PciAddress, PciFormatError
-from ncclsim.report.build import find_dump
+from ncclsim.report.dumps import find_dump
+from ncclsim.rundir import RunDir, host_index as simulated_host_index
 from ncclsim.topology.graph import gpu_node, nodes_of
 from ncclsim.topology.graph_xml import from_xml_files
-
-HOST_XML = "hosts/h{}/topo.xml"
 
 
 def host_files(run_dir: Path, nhosts: int) -> Optional[list[Path]]:
     """One topology file per host: the run's own, else NCCL's dump repeated;
     None when there is neither."""
-    files = [run_dir / HOST_XML.format(i) for i in range(nhosts)]
+    files = [RunDir(run_dir).host(i).topo_xml for i in range(nhosts)]
     if all(f.is_file() for f in files):
         return files
     dump = find_dump(run_dir, "topo")
@@ -44,9 +42,9 @@ def hosts_graph(files: Sequence[Path], host_ids: Sequence[str], catalog: GpuCata
 
 
 def host_index(host: Any, host_ids: Sequence[str], nhosts: int) -> Optional[int]:
-    for i in range(nhosts):
-        if host == nccl_host_id(i):
-            return i
+    i = simulated_host_index(host)
+    if i is not None and i < nhosts:
+        return i
     return list(host_ids).index(host) if host in host_ids else None
 
 

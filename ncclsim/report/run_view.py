@@ -19,30 +19,17 @@ import networkx as nx
 from ncclsim import NcclsimError
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.report import parse_log as pl
-from ncclsim.report.build import LAUNCH_JSON, RUN_JSON, build_report
+from ncclsim.report.build import build_report
+from ncclsim.rundir import TOPO_DUMP, RunDir
+from ncclsim.topology.drawing import Segment
 from ncclsim.topology.graph import NETWORK, nic_node
 from ncclsim.topology.graph_paths import nearest_nic
-from ncclsim.topology.run_hosts import host_files, hosts_graph, rank_gpus
+from ncclsim.report.run_hosts import host_files, hosts_graph, rank_gpus
 
 
 
 class RunViewError(NcclsimError):
     """A run directory whose report or topology cannot be read."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """One hop of a ring or tree: from one rank's GPU to the next, through the
-    NICs and the network when it leaves the host."""
-    algorithm: str  # "ring" or "tree"
-    channel: int
-    src_rank: int
-    dst_rank: int
-    path: tuple[str, ...]  # node ids, GPU to GPU
-
-    @property
-    def id(self) -> str:
-        return f"{self.algorithm}:ch{self.channel}:{self.path[0]}->{self.path[-1]}"
 
 
 @dataclass(frozen=True)
@@ -89,7 +76,7 @@ class RunView:
 
 def is_run_dir(path: Path) -> bool:
     """What `launch` writes (launch.json, run.json), or NCCL's graph dump and logs."""
-    return any((path / name).is_file() for name in (LAUNCH_JSON, RUN_JSON)) or \
+    return RunDir(path).is_launch_run() or \
         any(path.glob("graph*.xml")) or any(path.glob("*.log"))
 
 
@@ -111,7 +98,7 @@ def load_run(run_dir: Path, catalog: GpuCatalog) -> RunView:
 
 
 def _report(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / RUN_JSON
+    path = RunDir(run_dir).run_json
     if not path.is_file():
         return build_report(run_dir).to_json()
     try:
@@ -134,8 +121,9 @@ def _launch_hosts(report: Mapping[str, Any]) -> int:
 def _graph(run_dir: Path, nhosts: int, host_ids: list[str], catalog: GpuCatalog) -> nx.Graph:
     files = host_files(run_dir, nhosts)
     if files is None:
-        raise RunViewError(f"{run_dir}: no topology to draw: neither hosts/h<i>/topo.xml nor "
-                           "NCCL's dump (topo-dump.xml; set NCCL_TOPO_DUMP_FILE)")
+        run = RunDir(run_dir)
+        raise RunViewError(f"{run_dir}: no topology to draw: neither {run.host('<i>').topo_xml.relative_to(run_dir)} "
+                           f"nor NCCL's dump ({TOPO_DUMP}; set NCCL_TOPO_DUMP_FILE)")
     return hosts_graph(files, host_ids, catalog)
 
 

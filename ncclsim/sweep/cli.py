@@ -9,14 +9,29 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Optional, TextIO
+from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import stop_signals
 from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
+from ncclsim.launch.options import check_environment
 from ncclsim.nccl import wheels
+from ncclsim.platform.models import GpuCatalog
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
 from ncclsim.sweep.runner import Outcome, Stop, run_all
+
+
+DEFAULT_OUT = Path("ncclsim-sweeps")
+
+
+def register(sub: Any, catalog: GpuCatalog) -> None:
+    sweep = sub.add_parser("sweep", help="run launch over shapes, NCCL releases and settings (for CI)",
+                           description="Run `ncclsim launch` for every combination of presets, host "
+                                       "and GPU counts, NCCL releases and settings; print a table "
+                                       "(and JSON/CSV) of what NCCL built in each; exit 1 when a run "
+                                       "fails or an --expect does not hold.")
+    add_arguments(sweep)
+    sweep.set_defaults(func=lambda args, environ, out, catalog: execute(args, environ, out))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +53,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="launch --timeout of every run (default 600 s; 0: none)")
     p.add_argument("--out", type=Path, metavar="DIR",
-                   help="where each run's directory and sweep.json go (default ncclsim-sweeps/<time>)")
+                   help=f"where each run's directory and sweep.json go (default {DEFAULT_OUT}/<time>)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON here")
     p.add_argument("--csv", type=Path, metavar="FILE", help="write the results as CSV here")
     p.add_argument("command", nargs=argparse.REMAINDER,
@@ -71,6 +86,8 @@ def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
             err: TextIO = sys.stderr) -> int:
     points = _points(args)
+    for p in points[:1]:  # what launch would refuse in every run, refused once
+        check_environment({**environ, **dict(p.env)})
     expectations = [expect.parse(e) for e in args.expect]
     command = list(args.command)
     if command and command[0] == "--":
@@ -80,7 +97,7 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     if args.jobs < 0:
         raise matrix.SweepError(f"--jobs must be 1 or more, got {args.jobs}")
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // 4)
-    out_dir = args.out or Path("ncclsim-sweeps") / time.strftime("%Y%m%d-%H%M%S")
+    out_dir = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     _fetch_releases(points, err)
     out_dir.mkdir(parents=True, exist_ok=True)
     err.write(f"ncclsim sweep: {len(points)} run(s), {jobs} at a time; runs in {out_dir}\n")

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Union
 
-from ncclsim.report.build import LAUNCH_JSON, RUN_JSON
+from ncclsim.rundir import RunDir
 
 Value = Union[int, float, str, list]
 
@@ -50,8 +50,9 @@ def _read(path: Path) -> dict[str, Any]:
 def collect(run_dir: Path) -> dict[str, Value]:
     """The metrics of one finished run; missing parts (a run that failed before
     NCCL started) are left out."""
-    r = _read(run_dir / RUN_JSON)  # the report, launch.json included
-    launch = r.get("launch") or _read(run_dir / LAUNCH_JSON)
+    run = RunDir(run_dir)
+    r = _read(run.run_json)  # the report, launch.json included
+    launch = r.get("launch") or _read(run.launch_json)
     m: dict[str, Value] = {"ok": 0}
     try:
         m["status"] = int(launch["status"])

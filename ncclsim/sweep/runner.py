@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ncclsim import stop_signals
+from ncclsim.paths import ncclsim_command
 from ncclsim.sweep.expect import Expectation
 from ncclsim.sweep.matrix import Point
 from ncclsim.sweep.metrics import Value, collect
@@ -41,7 +41,7 @@ class Outcome:
 
 
 def launch_command(p: Point, run_dir: Path, timeout: float, command: Sequence[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "ncclsim", "launch", "--preset", p.preset, "--hosts", str(p.hosts),
+    cmd = [*ncclsim_command(), "launch", "--preset", p.preset, "--hosts", str(p.hosts),
            "--nccl", p.nccl, "--run-dir", str(run_dir)]
     if p.gpus:
         cmd += ["--gpus", str(p.gpus)]

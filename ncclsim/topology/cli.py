@@ -5,7 +5,7 @@
     ncclsim topo validate FILE
         an NCCL topology XML, or a preset/spec YAML (*.yaml, *.yml)
     ncclsim topo render SOURCE -o OUT.svg|OUT.png [--channel N] [--json]
-        a picture of a preset, spec, XML or run directory (render_cli.py)
+        a picture of a preset, spec, XML or run directory (ncclsim/render/, added by ncclsim.cli)
     ncclsim topo import FILE -o SPEC.yaml [--gpu-model M] [--json]
         a spec from an NCCL topology XML or `nvidia-smi topo -m` output (import_cli.py)
 
@@ -15,30 +15,24 @@ Errors are NcclsimError: the caller prints them as one line and exits 2.
 from __future__ import annotations
 
 import argparse
-import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TextIO
+from typing import Any, Optional, Sequence, TextIO
 
 from lxml import etree
 
 from ncclsim import NcclsimError
-from ncclsim.cluster.artifacts import HostArtifacts
+from ncclsim.topology.host_artifacts import write_host_artifacts
+from ncclsim.commands import emit_json
 from ncclsim.cluster.build import build_cluster
-from ncclsim.cluster.model import Cluster, Host
-from ncclsim.cluster.platform_config import platform_config
 from ncclsim.cluster.presets import DEFAULT_PRESET, Preset, available_presets, load_preset
-from ncclsim.platform.config import write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.topology import import_cli
-from ncclsim.topology import render_cli
-from ncclsim.topology.validate import BRIDGE_CLASSES, validate_topology
+from ncclsim.topology.host_summary import HostSummary, plural
+from ncclsim.topology.validate import validate_topology
 from ncclsim.topology.xml_writer import TopologyXmlWriter
 
 SCHEMA_VERSION = 1
 PRESET_SUFFIXES = (".yaml", ".yml")
-TOPO_XML = "topo.xml"
-PLATFORM_CONF = "platform.conf"
 
 
 class TopoCliError(NcclsimError):
@@ -47,14 +41,27 @@ class TopoCliError(NcclsimError):
 
 # ---- arguments ----
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def register(sub: Any, catalog: GpuCatalog, actions: Sequence[Any] = ()) -> None:
+    """`ncclsim topo ACTION`. `actions`: modules adding further actions with
+    `add_parser(sub)` (`render`, which also draws runs and so lives above the
+    report package)."""
+    topo = sub.add_parser("topo", help="generate, validate, import and draw topologies (presets, NCCL XML)",
+                          description="Cluster topologies as files: per-host NCCL topology XML "
+                                      "and platform files from a preset, their validation, specs "
+                                      "imported from real machines, and pictures.")
+    add_arguments(topo, actions)
+    topo.set_defaults(func=lambda args, environ, out, catalog: execute(args, out, catalog))
+
+
+def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> None:
+    """Each action's parser sets `topo_run(args, out, catalog)`."""
     sub = p.add_subparsers(dest="topo_command", metavar="ACTION", required=True)
 
     gen = sub.add_parser(
         "generate", help="write each host's NCCL topology XML and platform file",
         description="Build a cluster from a preset or a spec file and write, per host, "
-                    f"DIR/h<i>/{TOPO_XML} (NCCL_TOPO_FILE) and DIR/h<i>/{PLATFORM_CONF} "
-                    "(NCCLSIM_PLATFORM).")
+                    "DIR/h<i>/topo.xml (NCCL_TOPO_FILE), DIR/h<i>/platform.conf (NCCLSIM_PLATFORM) and "
+                    "DIR/h<i>/env (both, and the host's name, as `export` lines).")
     source = gen.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="P",
                         help=f"a preset of topologies/ (default {DEFAULT_PRESET}; "
@@ -70,6 +77,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     gen.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                      help="output directory (created; files in it are replaced)")
     gen.add_argument("--json", action="store_true", help="print a JSON summary")
+    gen.set_defaults(topo_run=cmd_generate)
 
     val = sub.add_parser(
         "validate", help="check an NCCL topology XML or a preset/spec YAML",
@@ -79,75 +87,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                     "fine; exit status 2 with one line otherwise.")
     val.add_argument("file", type=Path, metavar="FILE")
     val.add_argument("--json", action="store_true", help="print the summary as JSON")
+    val.set_defaults(topo_run=cmd_validate)
 
-    render_cli.add_parser(sub)  # `topo render`: pictures (ncclsim/topology/render_cli.py)
+    for action in actions:
+        action.add_parser(sub)
     import_cli.add_parser(sub)  # `topo import`: a spec from NCCL XML or nvidia-smi topo -m
 
 
 def execute(args: argparse.Namespace, out: TextIO, catalog: Optional[GpuCatalog] = None) -> int:
-    catalog = catalog or load_models()
-    if args.topo_command == "generate":
-        return cmd_generate(args, out, catalog)
-    if args.topo_command == "render":
-        return render_cli.cmd_render(args, out, catalog)
-    if args.topo_command == "import":
-        return import_cli.cmd_import(args, out, catalog)
-    return cmd_validate(args, out, catalog)
+    return int(args.topo_run(args, out, catalog or load_models()))
 
 
-# ---- summaries ----
-
-@dataclass(frozen=True)
-class HostSummary:
-    """What one host holds, in the terms the preset docs and NCCL's dump use."""
-    sockets: int
-    gpus: int
-    nvlinks_per_gpu: tuple[int, ...]
-    nics: int
-    nic_speeds_mbps: tuple[int, ...]
-    pci_switches: int
-
-    @classmethod
-    def of_host(cls, h: Host) -> HostSummary:
-        return cls(len(h.sockets), len(h.gpus), tuple(g.nvlink_count for g in h.gpus),
-                   len(h.nics), tuple(n.speed_mbps for n in h.nics), len(h.switches))
-
-    @classmethod
-    def of_xml(cls, root: Any) -> HostSummary:
-        gpus = root.findall(".//gpu")
-        nets = root.findall(".//net")
-        return cls(len(root.findall("cpu")), len(gpus),
-                   tuple(sum(int(n.get("count")) for n in g.findall("nvlink")) for g in gpus),
-                   len(nets), tuple(int(n.get("speed", "0")) for n in nets),
-                   sum(1 for p in root.iter("pci") if p.get("class") in BRIDGE_CLASSES))
-
-    def text(self) -> str:
-        links = sorted(set(self.nvlinks_per_gpu))
-        nvl = ("no NVLink" if links in ([], [0]) else
-               f"{'/'.join(map(str, links))} NVLinks per GPU")
-        speeds = sorted({s for s in self.nic_speeds_mbps if s > 0})  # 0: left to the plugin
-        nics = _n(self.nics, "NIC") + (
-            f" ({'/'.join(_gbps(s) for s in speeds)})" if speeds else "")
-        return (f"{_n(self.gpus, 'GPU')} ({nvl}), {nics}, {_n(self.pci_switches, 'PCI switch')}, "
-                f"{_n(self.sockets, 'socket')}")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"sockets": self.sockets, "gpus": self.gpus,
-                "nvlinks_per_gpu": list(self.nvlinks_per_gpu), "nics": self.nics,
-                "nic_speeds_mbps": list(self.nic_speeds_mbps), "pci_switches": self.pci_switches}
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "es" if noun.endswith("ch") else "s")
-
-
-def _gbps(mbps: int) -> str:
-    return f"{mbps / 1000:g} Gb/s"
-
+# ---- output ----
 
 def _emit_json(out: TextIO, doc: dict[str, Any]) -> None:
-    json.dump({"schema_version": SCHEMA_VERSION, **doc}, out, indent=2)
-    out.write("\n")
+    emit_json(out, doc, SCHEMA_VERSION)
 
 
 # ---- generate ----
@@ -162,42 +116,26 @@ def _load_source(args: argparse.Namespace) -> Preset:
     return load_preset(str(spec.resolve()))
 
 
-def write_hosts(cluster: Cluster, out_dir: Path,
-                catalog: Optional[GpuCatalog] = None) -> list[HostArtifacts]:
-    """DIR/h<i>/topo.xml and DIR/h<i>/platform.conf for every host (the layout
-    users hand to their own launchers; `launch` keeps its own run directory)."""
-    catalog = catalog or load_models()
-    writer = TopologyXmlWriter()
-    written = []
-    for host in cluster.hosts:
-        d = out_dir / f"h{host.index}"
-        conf, topo = d / PLATFORM_CONF, d / TOPO_XML
-        write_platform(platform_config(host, catalog), conf, catalog)
-        writer.write(host, topo, cluster.preset)
-        written.append(HostArtifacts(host, d, conf, topo))
-    return written
-
-
 def cmd_generate(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> int:
     preset = _load_source(args)
     cluster = build_cluster(preset, hosts=args.hosts, gpus=args.gpus, nics=args.nics,
                             catalog=catalog)
     # Absolute paths: the summary is handed to launchers running elsewhere.
     output = args.output.expanduser().resolve()
-    written = write_hosts(cluster, output, catalog)
+    written = write_host_artifacts(cluster, output, catalog)
     if args.json:
         _emit_json(out, {
             "preset": preset.name, "source": str(preset.source), "output_dir": str(output),
             "hosts": [{"index": a.host.index, "hostname": a.host.hostname,
                        "pci_domain": f"{a.host.domain:04x}",
                        "topo_xml": str(a.topo_xml), "platform_conf": str(a.platform_conf),
-                       "env": a.environment(), **HostSummary.of_host(a.host).to_json()}
+                       "env_file": str(a.files.env), "env": a.environment(), **HostSummary.of_host(a.host).to_json()}
                       for a in written]})
         return 0
     summary = HostSummary.of_host(written[0].host)
-    out.write(f"{preset.name}: {_n(len(written), 'host')} of {summary.text()} -> {output}\n")
+    out.write(f"{preset.name}: {plural(len(written), 'host')} of {summary.text()} -> {output}\n")
     for a in written:
-        out.write(f"  h{a.host.index}  {a.topo_xml}  {a.platform_conf}  "
+        out.write(f"  h{a.host.index}  {a.topo_xml}  {a.platform_conf}  {a.files.env}  "
                   f"(NCCL_HOSTID={a.host.host_id}, PCI domain {a.host.domain:04x})\n")
     return 0
 

@@ -16,7 +16,6 @@ import networkx as nx
 
 from ncclsim.topology.graph import hosts, iter_edges
 from ncclsim.topology.layout import NODE_HEIGHT, NODE_WIDTH, Positions
-from ncclsim.topology.run_view import Segment
 
 SCHEMA_VERSION = 1
 HOST_PADDING = 0.35  # units around a host's nodes
@@ -25,6 +24,21 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
            "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
            "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5")
 _NODE_FIELDS = ("kind", "label", "host")
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One hop of a ring or tree: from one rank's GPU to the next, through the
+    NICs and the network when it leaves the host."""
+    algorithm: str  # "ring" or "tree"
+    channel: int
+    src_rank: int
+    dst_rank: int
+    path: tuple[str, ...]  # node ids, GPU to GPU
+
+    @property
+    def id(self) -> str:
+        return f"{self.algorithm}:ch{self.channel}:{self.path[0]}->{self.path[-1]}"
 
 
 @dataclass(frozen=True)

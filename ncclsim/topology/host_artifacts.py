@@ -1,11 +1,15 @@
-"""The files one run needs per simulated host, written from the cluster model:
+"""The files of each simulated host, written from the cluster model (where
+they go: ncclsim.rundir.HostFiles):
 
-    run_dir/hosts/h<i>/platform.conf   NCCLSIM_PLATFORM (fake driver, NVML, net plugin)
-    run_dir/hosts/h<i>/topo.xml        NCCL_TOPO_FILE
+    h<i>/platform.conf   NCCLSIM_PLATFORM (fake driver, NVML, net plugin)
+    h<i>/topo.xml        NCCL_TOPO_FILE
+    h<i>/env             the variables that put a process on the host, as
+                         `export` lines (what rank.sh sources)
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -14,35 +18,43 @@ from ncclsim.cluster.model import Cluster, Host
 from ncclsim.cluster.platform_config import platform_config
 from ncclsim.platform.config import write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.rundir import HostFiles
 from ncclsim.topology.xml_writer import TopologyXmlWriter
 
 
 @dataclass(frozen=True)
 class HostArtifacts:
     host: Host
-    directory: Path
-    platform_conf: Path
-    topo_xml: Path
+    files: HostFiles
+
+    @property
+    def platform_conf(self) -> Path:
+        return self.files.platform_conf
+
+    @property
+    def topo_xml(self) -> Path:
+        return self.files.topo_xml
 
     def environment(self) -> dict[str, str]:
         """The variables that put a process on this host (besides the library path)."""
         return {"NCCLSIM_PLATFORM": str(self.platform_conf), "NCCL_TOPO_FILE": str(self.topo_xml),
-                "NCCL_HOSTID": self.host.host_id}
+                "NCCL_HOSTID": self.host.host_id, "NCCLSIM_HOSTNAME": self.host.hostname}
+
+    def env_text(self) -> str:
+        return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.environment().items())
 
 
-def host_dir(run_dir: Path, host: Host) -> Path:
-    return run_dir / "hosts" / f"h{host.index}"
-
-
-def write_host_artifacts(cluster: Cluster, run_dir: Path,
+def write_host_artifacts(cluster: Cluster, hosts_dir: Path,
                          catalog: Optional[GpuCatalog] = None) -> list[HostArtifacts]:
+    """hosts_dir/h<i>/ for every host of the cluster."""
     catalog = catalog or load_models()
     writer = TopologyXmlWriter()
     out = []
     for host in cluster.hosts:
-        d = host_dir(Path(run_dir), host)
-        conf, topo = d / "platform.conf", d / "topo.xml"
-        write_platform(platform_config(host, catalog), conf, catalog)
-        writer.write(host, topo, cluster.preset)
-        out.append(HostArtifacts(host, d, conf, topo))
+        a = HostArtifacts(host, HostFiles.of(Path(hosts_dir), host.index))
+        a.files.directory.mkdir(parents=True, exist_ok=True)
+        write_platform(platform_config(host, catalog), a.platform_conf, catalog)
+        writer.write(host, a.topo_xml, cluster.preset)
+        a.files.env.write_text(a.env_text())
+        out.append(a)
     return out

@@ -10,7 +10,9 @@ from typing import Any, TextIO
 
 from ncclsim.files import write_atomically
 from ncclsim.platform.models import GpuCatalog
-from ncclsim.topology.importers import RUN_DIR_DUMP, TopoImportError, import_topology
+from ncclsim.rundir import TOPO_DUMP
+from ncclsim.topology.host_summary import HostSummary
+from ncclsim.topology.importers import TopoImportError, import_topology
 
 SCHEMA_VERSION = 1
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -21,13 +23,13 @@ def add_parser(sub: Any) -> None:
     imp = sub.add_parser(
         "import", help="make a cluster spec from an NCCL topology XML or nvidia-smi topo -m",
         description="Read FILE, an NCCL topology XML (NCCL's NCCL_TOPO_DUMP_FILE, a run "
-                    f"directory's {RUN_DIR_DUMP}, or a hand-written NCCL_TOPO_FILE) or the output "
+                    f"directory's {TOPO_DUMP}, or a hand-written NCCL_TOPO_FILE) or the output "
                     "of `nvidia-smi topo -m`, and write the host it describes as a cluster spec "
                     "in the preset format, for `topo generate --spec` and `launch --preset`. "
                     "What the input does not say is assumed and listed, in the output and at "
                     "the top of the spec.")
     imp.add_argument("file", type=Path, metavar="FILE",
-                     help=f"the input; a run directory stands for its {RUN_DIR_DUMP}")
+                     help=f"the input; a run directory stands for its {TOPO_DUMP}")
     imp.add_argument("-o", "--output", type=Path, required=True, metavar="SPEC.yaml",
                      help="the spec to write (replaced); its name is the file name without "
                           ".yaml")
@@ -35,11 +37,10 @@ def add_parser(sub: Any) -> None:
                      help="the GPUs' model, for inputs that do not tell it (nvidia-smi does "
                           "not; hand-written XML often does not)")
     imp.add_argument("--json", action="store_true", help="print a JSON summary")
+    imp.set_defaults(topo_run=cmd_import)
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> int:
-    from ncclsim.topology.cli import HostSummary  # the module that imports this one
-
     output: Path = args.output.expanduser()
     if output.suffix not in SPEC_SUFFIXES or not output.stem:
         raise TopoImportError(f"-o {output}: a spec file ends in .yaml (or .yml), so that "

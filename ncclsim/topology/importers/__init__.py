@@ -23,6 +23,7 @@ from ncclsim.cluster.errors import ClusterError
 from ncclsim.cluster.model import Host
 from ncclsim.cluster.presets import Preset, parse_preset
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.rundir import TOPO_DUMP
 from ncclsim.topology.importers.assemble import assemble
 from ncclsim.topology.importers.nccl_xml import read_nccl_xml
 from ncclsim.topology.importers.nvidia_smi import read_nvidia_smi
@@ -31,11 +32,10 @@ from ncclsim.topology.importers.spec_writer import render_spec
 from ncclsim.topology.validate import TopologyXmlError
 from ncclsim.topology.xml_writer import TopologyXmlWriter
 
-__all__ = ["ImportResult", "TopoImportError", "import_topology", "RUN_DIR_DUMP"]
+__all__ = ["ImportResult", "TopoImportError", "import_topology"]
 
 KIND_XML = "NCCL topology XML"
 KIND_SMI = "nvidia-smi topo -m"
-RUN_DIR_DUMP = "topo-dump.xml"  # NCCL's dump in a `ncclsim launch` run directory
 
 
 @dataclass(frozen=True)
@@ -50,14 +50,14 @@ class ImportResult:
 
 
 def _read(path: Path) -> tuple[Path, str]:
-    if path.is_dir() and (path / RUN_DIR_DUMP).is_file():
-        path = path / RUN_DIR_DUMP  # a run directory: its NCCL dump
+    if path.is_dir() and (path / TOPO_DUMP).is_file():
+        path = path / TOPO_DUMP  # a run directory: its NCCL dump
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         raise TopoImportError(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise TopoImportError(f"{path}: is a directory without {RUN_DIR_DUMP}; give one "
+        raise TopoImportError(f"{path}: is a directory without {TOPO_DUMP}; give one "
                               "file") from None
     except OSError as e:
         raise TopoImportError(f"{path}: cannot read: {e.strerror or e}") from None

@@ -19,6 +19,7 @@ from lxml import etree
 from ncclsim.cluster.model import PCIE_LINK_SPEEDS, PciIdentity, PciLink
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.platform.pci import PciAddress, PciFormatError
+from ncclsim.rundir import TOPO_DUMP
 from ncclsim.topology.importers.raw import (
     Key, Notes, RawCpu, RawGpu, RawHost, RawNic, RawNode, RawSocket, RawSwitch,
     TopoImportError, walk)
@@ -99,7 +100,7 @@ class _Reader:
         if root.tag == "graphs":
             raise TopoImportError(f"{self.path}:{root.sourceline}: this is NCCL's graph dump "
                                   "(NCCL_GRAPH_DUMP_FILE); import its topology dump "
-                                  "(NCCL_TOPO_DUMP_FILE, topo-dump.xml in a run directory)")
+                                  f"(NCCL_TOPO_DUMP_FILE, {TOPO_DUMP} in a run directory)")
         if root.tag != "system":
             raise TopoImportError(f"{self.path}:{root.sourceline}: <{root.tag}> is not an NCCL "
                                   "topology: its top element is <system>")

@@ -1,0 +1,27 @@
+"""What the sub-commands share. Each package's `cli` module offers
+`register(sub, catalog)`: it adds its parser, whose `func(args, environ, out,
+catalog)` returns the exit status (ncclsim.cli calls it)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Callable, TextIO
+
+
+def emit_json(out: TextIO, doc: dict[str, Any], schema_version: int) -> None:
+    json.dump({"schema_version": schema_version, **doc}, out, indent=2)
+    out.write("\n")
+
+
+def int_in(lo: int, hi: int) -> Callable[[str], int]:
+    """An argparse type: an integer in lo..hi."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"must be {lo}..{hi}, got {value}")
+        return value
+    return parse

@@ -1,0 +1,67 @@
+"""`ncclsim clean [RUN_DIR]`: remove what a dead launch left on this machine
+(a launch killed with SIGKILL together with the watchdog that otherwise
+stops its ranks): the processes of its run and the shared-memory
+segments nobody uses any more.
+
+Without RUN_DIR: every run whose launch is gone. With RUN_DIR: that run's
+processes, whether its launch lives or not."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any, Mapping, Optional, TextIO
+
+from ncclsim import NcclsimError
+from ncclsim.launch import cleanup
+from ncclsim.platform.models import GpuCatalog
+from ncclsim.rundir import RunDir
+
+def register(sub: Any, catalog: GpuCatalog) -> None:
+    p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory)",
+                       description="Stop the processes of runs whose launch is gone (or of the run "
+                                   "in RUN_DIR) on this machine and remove the shared-memory segments "
+                                   "of NCCL, MPI and ncclsim that no process uses.")
+    p.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR",
+                   help="the run to clean up (default: every run whose launch is gone)")
+    p.set_defaults(func=cmd_clean)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        return b"ncclsim" in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+
+
+def orphans(run_dir: Optional[Path]) -> list[int]:
+    """Processes of the run in run_dir, or of every run whose launch is gone."""
+    found = []
+    for pid, env in cleanup.environments().items():
+        if run_dir is not None:
+            hit = env.get(cleanup.RUN_DIR) == str(run_dir)
+        else:
+            hit = not _alive(env.get(cleanup.LAUNCH_PID, ""))
+        if hit:
+            found.append(pid)
+    return found
+
+
+def cmd_clean(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
+              catalog: GpuCatalog) -> int:
+    run_dir = None
+    if args.run_dir is not None:
+        run = RunDir(args.run_dir.resolve())
+        if not run.root.is_dir():
+            raise NcclsimError(f"{args.run_dir}: no such run directory")
+        if not run.is_launch_run():
+            raise NcclsimError(f"{args.run_dir}: not a run directory of `ncclsim launch` (no "
+                               f"{run.rank_script.name} or {run.launch_json.name})")
+        run_dir = run.root
+    stopped = cleanup.kill_all(lambda: orphans(run_dir))
+    removed = cleanup.remove_unused_shm()
+    what = f"run {run_dir}" if run_dir else "runs whose launch is gone"
+    out.write(f"ncclsim clean: {what}: stopped {len(stopped)} process(es) on {os.uname().nodename}, "
+              f"removed {len(removed)} unused shared-memory segment(s)\n")
+    return 0

@@ -1,0 +1,268 @@
+"""What a new user meets first: any working directory, programs built against
+the MPI ncclsim installs, processes that die or are killed, a launch that
+is itself killed, a run's report that must not pass when its ranks failed,
+several NCCL processes per launched rank, a topology file of one's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import pytest
+
+import ncclsim
+from ncclsim.report.exits import CHECK_NAME, exit_check
+
+REPO = Path(__file__).resolve().parents[1]
+LONG_PROBE = ("probe", "--ops", "allreduce", "--sizes", "8", "--iters", "1000000")
+
+
+def _wait_for(what: str, done: Callable[[], bool], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(0.1)
+
+
+def _initialised(run: Path, nranks: int) -> bool:
+    """Every rank's NCCL log says Init COMPLETE."""
+    def done(r: int) -> bool:
+        return any("Init COMPLETE" in p.read_text(errors="replace")
+                   for p in (run / "ranks" / str(r)).glob("nccl.*.log"))
+    return all(done(r) for r in range(nranks))
+
+
+def _start(ncclsim_exe: Path, env: dict[str, str], cwd: Path, run: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([str(ncclsim_exe), "launch", "--run-dir", str(run), *args], cwd=cwd, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+# ---- any working directory ----
+
+@pytest.fixture
+def source_checkout(tmp_path: Path) -> Path:
+    """A directory holding ncclsim's Python sources without built libraries,
+    as the project's own checkout is before (or without) an in-place build."""
+    root = tmp_path / "checkout"
+    shutil.copytree(Path(ncclsim.__file__).parent, root / "ncclsim",
+                    ignore=shutil.ignore_patterns("lib", "__pycache__"))
+    return root
+
+
+@pytest.mark.e2e
+def test_sweep_and_launch_from_a_source_checkout(ncclsim_exe: Path, clean_env: dict[str, str],
+                                                 source_checkout: Path) -> None:
+    """Their child processes run the installed ncclsim, never the sources of
+    the working directory (which have no libcuda.so.1)."""
+    proc = subprocess.run([str(ncclsim_exe), "sweep", "--hosts", "1", "--gpus", "2", "--out", "sweep"],
+                          cwd=source_checkout, env=clean_env, text=True, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert "libcuda.so.1 is missing" not in proc.stdout + proc.stderr
+    doc = json.loads((source_checkout / "sweep" / "sweep.json").read_text())
+    assert [p["ok"] for p in doc["points"]] == [True], doc
+    proc = subprocess.run([str(ncclsim_exe), "launch", "--hosts", "1", "--gpus", "2", "--run-dir", "run"],
+                          cwd=source_checkout, env=clean_env, text=True, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert re.search(r"allreduce +16777216 B +checked", proc.stdout), proc.stdout
+
+
+# ---- programs linked against the installed MPI ----
+
+MPI_HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+    int rank, size;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    printf("rank %d of %d\n", rank, size);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.e2e
+def test_a_program_linked_against_the_installed_mpi_finds_it(run_cli, tmp_path: Path) -> None:
+    """Built as nccl-tests' MPI=1 builds are: -L to the wheel's libmpi, no run path."""
+    prefix = Path(sys.executable).parent.parent
+    src = tmp_path / "hello.c"
+    src.write_text(MPI_HELLO)
+    exe = tmp_path / "hello"
+    subprocess.run([os.environ.get("CC", "cc"), f"-I{prefix / 'include'}", str(src), "-o", str(exe),
+                    f"-L{prefix / 'lib'}", "-lmpi"], check=True)
+    bare = subprocess.run([str(exe)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert "libmpi.so.12" in bare.stderr, "the test program must not find libmpi by itself"
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--", str(exe), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [(run / "ranks" / str(r) / "stdout").read_text() for r in range(2)] == \
+        ["rank 0 of 2\n", "rank 1 of 2\n"]
+
+
+# ---- processes that die, launches that are killed ----
+
+@pytest.mark.e2e
+def test_a_killed_rank_wrapper_is_named(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                        tmp_path: Path) -> None:
+    """Killing the wrapper mpiexec started (not the program) used to leave the
+    other ranks waiting in MPI for ever."""
+    run = tmp_path / "run"
+    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
+                  sys.executable, "-c", "from mpi4py import MPI; MPI.COMM_WORLD.Barrier()")
+    pid_file = run / "ranks" / "1" / "pid"
+    _wait_for("rank 1 starts", lambda: pid_file.exists() and pid_file.read_text().strip() != "")
+    pid = int(pid_file.read_text())
+    killed = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=60)
+    assert time.monotonic() - killed < 15, "the lost rank was not noticed within seconds"
+    assert proc.returncode != 0
+    assert f"rank 1 (host 0): its process (rank.sh, pid {pid}) was killed before the program ended" in err, err
+    # mpiexec may stop the other ranks' wrappers the same way at once.
+    assert 1 in json.loads((run / "launch.json").read_text())["wrappers_killed"]
+    leftovers.assert_none(run)
+
+
+@pytest.mark.e2e
+def test_a_stopped_run_does_not_pass_its_checks(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                               tmp_path: Path) -> None:
+    """NCCL's logs of a run stopped after init look complete; its report must still fail."""
+    run = tmp_path / "run"
+    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
+                  str(ncclsim_exe), *LONG_PROBE)
+    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "Checks: 1 of" in out and "FAILED" in out, out
+    assert f"{CHECK_NAME}: the launch was stopped by SIGTERM" in out, out
+    checks = {c["name"]: c for c in json.loads((run / "run.json").read_text())["checks"]}
+    assert checks[CHECK_NAME]["ok"] is False
+    assert checks["every rank completed init"]["ok"] is True
+    leftovers.assert_none(run)
+
+
+@pytest.mark.parametrize("launch,status,ok,detail", [
+    ({"status": 0, "ranks": [{"rank": 0, "status": 0}, {"rank": 1, "status": 0}]}, None, True, "2 rank(s)"),
+    ({"status": 137, "ranks": [{"rank": 0, "status": 0}, {"rank": 1, "status": 137}]}, None, False,
+     "rank(s) 1 killed by SIGKILL"),
+    ({"status": 124, "timed_out": True, "ranks": [{"rank": 0, "status": 0}, {"rank": 1, "status": None}]},
+     None, False, "the launch timed out; rank(s) 1 did not finish"),
+    (None, 3, False, "rank(s) 0 exited with status 3"),
+    (None, None, None, None),
+])
+def test_exit_check(launch: Optional[dict], status: Optional[int], ok: Optional[bool],
+                    detail: Optional[str]) -> None:
+    from ncclsim.report.model import RankInfo
+    ranks = [RankInfo(rank=0, host="ncclsim-h0", hostname="ncclsim-h0", pid=1, device=0, log="l",
+                      init_complete=True, nvml_dev=None, busid=None, local_rank=0, exit_status=status)]
+    check = exit_check(launch, ranks)
+    if ok is None:
+        assert check is None
+    else:
+        assert check is not None and (check.ok, check.detail) == (ok, detail)
+
+
+def _watchdog_of(run: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"ncclsim.launch.watchdog" in cmd and str(run).encode() in cmd:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.e2e
+def test_ranks_stop_when_their_launch_is_killed(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                                tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
+                  str(ncclsim_exe), *LONG_PROBE)
+    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    assert leftovers.processes_in(run)
+    proc.kill()
+    proc.communicate(timeout=10)
+    _wait_for("the ranks stop", lambda: not leftovers.processes_in(run), timeout=30)
+    _wait_for("the watchdog leaves", lambda: not _watchdog_of(run), timeout=30)
+    assert "the launch ended before its run: stopped" in (run / "watchdog.log").read_text()
+    assert leftovers.shm() <= leftovers.shm_before
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("target", ["RUN_DIR", "every orphan"])
+def test_clean_removes_what_a_dead_launch_left(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
+                                               run_cli, tmp_path: Path, target: str) -> None:
+    """A launch killed together with its watchdog leaves ranks running;
+    `ncclsim clean` stops them and removes their shared memory."""
+    run = tmp_path / "run"
+    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
+                  str(ncclsim_exe), *LONG_PROBE)
+    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    for pid in _watchdog_of(run):
+        os.kill(pid, signal.SIGKILL)
+    proc.kill()
+    proc.communicate(timeout=10)
+    time.sleep(2)
+    assert leftovers.processes_in(run), "the ranks should outlive a launch killed with its watchdog"
+    assert not leftovers.shm() <= leftovers.shm_before, "the run should hold shared memory"
+    done = run_cli("clean", *([str(run)] if target == "RUN_DIR" else []))
+    assert done.returncode == 0, done.stderr
+    assert "stopped" in done.stdout and "removed" in done.stdout and " 0 process(es)" not in done.stdout, \
+        done.stdout
+    assert leftovers.processes_in(run) == []
+    assert leftovers.shm() <= leftovers.shm_before
+
+
+def test_clean_refuses_what_is_not_a_run(run_cli, tmp_path: Path) -> None:
+    proc = run_cli("clean", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"ncclsim: error: {tmp_path}: not a run directory of `ncclsim launch` (no rank.sh or launch.json)"]
+
+
+# ---- several NCCL processes in one launched rank (torchrun) ----
+
+@pytest.mark.e2e
+def test_every_nccl_process_has_its_own_log(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
+    """Two NCCL programs in each launched rank (as torchrun's workers): each
+    writes its own log, and the report reads them all."""
+    run = tmp_path / "run"
+    no_mpi = "env -u PMI_RANK -u PMI_SIZE -u PMI_FD -u PMI_PORT -u PMI_ID"
+    probe = f"{no_mpi} {ncclsim_exe} probe --ops allreduce --sizes 1M"
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "2", "--gpus-per-process", "2",
+                   "--", "sh", "-c", f"{probe} & {probe}; wait", timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for r in range(2):
+        logs = sorted((run / "ranks" / str(r)).glob("nccl.*.log"))
+        assert len(logs) == 2, logs
+        assert all("Init COMPLETE" in p.read_text() for p in logs)
+    report = json.loads((run / "run.json").read_text())
+    assert len(report["communicators"]) == 4, report["communicators"]
+    assert all(c["init_complete"] == 2 for c in report["communicators"])
+    assert len(report["logs"]) == 4
+
+
+# ---- a topology file of one's own ----
+
+@pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"]])
+def test_a_users_nccl_topo_file_is_refused(run_cli, tmp_path: Path, command: list[str]) -> None:
+    proc = run_cli(*command, env={"NCCL_TOPO_FILE": "/data/my-box.xml"})
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NCCL_TOPO_FILE is set (/data/my-box.xml)" in lines[0] \
+        and "ncclsim topo import" in lines[0], proc.stderr
+    assert not (tmp_path / "ncclsim-runs").exists() and not (tmp_path / "ncclsim-sweeps").exists()

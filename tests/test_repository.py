@@ -1,0 +1,25 @@
+"""The repository itself: what a user of the checkout sees."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ncclsim.rundir import DEFAULT_BASE
+from ncclsim.sweep.cli import DEFAULT_OUT
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_gitignore_ignores_what_runs_write_in_the_checkout() -> None:
+    ignored = (REPO / ".gitignore").read_text().split()
+    for base in (DEFAULT_BASE, DEFAULT_OUT):
+        assert f"/{base}/" in ignored, f"{base}/ (written by ncclsim in the working directory) is not ignored"
+
+
+def test_readme_says_what_proves_results_under_nccl_tests() -> None:
+    """nccl-tests' #wrong column comes from kernels the simulated GPU does not run."""
+    text = " ".join((REPO / "README.md").read_text().split())
+    assert "#wrong" in text
+    at = text.index("#wrong")
+    near = text[max(0, at - 600):at + 600]
+    assert "always 0" in near and "ncclsim.probe" in near and "nccl_perf" in near, near
