@@ -45,6 +45,13 @@ def _start(ncclsim_exe: Path, env: dict[str, str], cwd: Path, run: Path, *args: 
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def _initialised_long_run(ncclsim_exe: Path, env: dict[str, str], cwd: Path, run: Path) -> subprocess.Popen[str]:
+    """A 2 x 2 launch of a probe that runs for ever, once every rank has initialised."""
+    proc = _start(ncclsim_exe, env, cwd, run, "--hosts", "2", "--gpus", "2", "--", str(ncclsim_exe), *LONG_PROBE)
+    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    return proc
+
+
 # ---- any working directory ----
 
 @pytest.fixture
@@ -138,9 +145,7 @@ def test_a_stopped_run_does_not_pass_its_checks(ncclsim_exe: Path, clean_env: di
                                                tmp_path: Path) -> None:
     """NCCL's logs of a run stopped after init look complete; its report must still fail."""
     run = tmp_path / "run"
-    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
-                  str(ncclsim_exe), *LONG_PROBE)
-    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    proc = _initialised_long_run(ncclsim_exe, clean_env, tmp_path, run)
     proc.send_signal(signal.SIGTERM)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err
@@ -190,9 +195,7 @@ def _watchdog_of(run: Path) -> list[int]:
 def test_ranks_stop_when_their_launch_is_killed(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
                                                 tmp_path: Path) -> None:
     run = tmp_path / "run"
-    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
-                  str(ncclsim_exe), *LONG_PROBE)
-    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    proc = _initialised_long_run(ncclsim_exe, clean_env, tmp_path, run)
     assert leftovers.processes_in(run)
     proc.kill()
     proc.communicate(timeout=10)
@@ -209,9 +212,7 @@ def test_clean_removes_what_a_dead_launch_left(ncclsim_exe: Path, clean_env: dic
     """A launch killed together with its watchdog leaves ranks running;
     `ncclsim clean` stops them and removes their shared memory."""
     run = tmp_path / "run"
-    proc = _start(ncclsim_exe, clean_env, tmp_path, run, "--hosts", "2", "--gpus", "2", "--",
-                  str(ncclsim_exe), *LONG_PROBE)
-    _wait_for("every rank initialises", lambda: _initialised(run, 4))
+    proc = _initialised_long_run(ncclsim_exe, clean_env, tmp_path, run)
     for pid in _watchdog_of(run):
         os.kill(pid, signal.SIGKILL)
     proc.kill()

@@ -29,10 +29,13 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 
 
 def _alive(pid: str) -> bool:
+    """Whether the launch with this pid still runs. A reused pid keeps a dead
+    launch's run alive in our eyes: the safe way to be wrong."""
     try:
-        return b"ncclsim" in Path(f"/proc/{int(pid)}/cmdline").read_bytes()
+        stat = Path(f"/proc/{int(pid)}/stat").read_text()
     except (OSError, ValueError):
         return False
+    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has ended
 
 
 def orphans(run_dir: Optional[Path]) -> list[int]:

@@ -30,7 +30,8 @@ def start(run: RunDir, run_id: str) -> subprocess.Popen[bytes]:
     env = {k: v for k, v in os.environ.items() if k != cleanup.RUN_ID}  # or it would stop itself
     proc = subprocess.Popen([sys.executable, "-m", "ncclsim.launch.watchdog", str(run.root), run_id],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True,
+                            cwd=run.root)  # not the caller's: a source checkout there would shadow ncclsim
     assert proc.stdout is not None
     proc.stdout.readline()  # ready: it knows the shared memory there was before the run
     proc.stdout.close()
