@@ -36,6 +36,8 @@ void fc_reducescatter_ring(fc_coll *c); /* ring.c */
 void fc_broadcast_ring(fc_coll *c);     /* ring.c */
 void fc_reduce_ring(fc_coll *c);        /* ring.c */
 void fc_allreduce_tree(fc_coll *c);     /* tree.c */
+void fc_allgather_pat(fc_coll *c);      /* pat.c */
+void fc_reducescatter_pat(fc_coll *c);  /* pat.c */
 
 /* A whole batch on one channel, for work that moves together. */
 typedef void (*fc_algo_batch_fn)(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b);

@@ -81,7 +81,10 @@ typedef struct {
     /* entries per channel of ncclDevProfiler (2.27+); 0: a plain uint64_t counter per channel */  \
     X(MAX_PROFILER_EVENTS_PER_CHANNEL)                                                             \
     /* 1: a Simple receiver also writes connFifo[step].size of its connection (2.23) */            \
-    X(SIMPLE_RECV_SETS_FIFO_SIZE)
+    X(SIMPLE_RECV_SETS_FIFO_SIZE)                                                                  \
+    /* PAT's groups of workers at most (NCCL_PAT_NWORKERS / WARP_SIZE, 2.26+); 0: the older,      \
+     * sequential PAT kernel, whose ReduceScatter steps differ (not emulated) */                   \
+    X(PAT_PARALLEL_FACTOR)
 
 typedef struct fc_nccl_layout {
 #define FC_NCCL_FIELD_MEMBER_(n) fc_nccl_field n;

@@ -20,7 +20,9 @@
 #define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void store_rel(volatile uint64_t *p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+static inline void store_rel(volatile uint64_t *p, uint64_t v) { fc_prims_post(p, v); }
+
+void fc_prims_post(volatile uint64_t *counter, uint64_t value) { __atomic_store_n(counter, value, __ATOMIC_RELEASE); }
 
 /* ---- connections ---- */
 
@@ -30,7 +32,7 @@ static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t s
     return c->fifo + (step % (uint64_t)L->NCCL_STEPS) * L->connFifo.size;
 }
 
-static void fifo_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes)
+void fc_prims_conn_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes)
 {
     if (!c->fifo) return;
     volatile int64_t *size = (volatile int64_t *)(fifo_entry(p, c, step) + p->e->L->connFifo_size.off);
@@ -50,7 +52,7 @@ static char *simple_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
     return c->buff + (step % (uint64_t)L->NCCL_STEPS) * stride;
 }
 
-static bool load_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
+bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
 {
     fc_emu *e = p->e;
     const fc_nccl_layout *L = e->L;
@@ -114,14 +116,14 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
      * returns the credit it skipped (loadRecvConn/loadSendConn). */
     uint64_t round = cfg->proto == FC_NCCL_PROTO_SIMPLE ? (uint64_t)(cfg->slicePerChunk * cfg->stepPerSlice) : 1;
     for (int i = 0; i < nrecvMax && recvPeers[i] >= 0; i++) {
-        if (!load_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
+        if (!fc_prims_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
         uint64_t s = *p->recv[i].step;
         p->rstep[i] = (s + round - 1) / round * round;
         if (cfg->proto == FC_NCCL_PROTO_SIMPLE) store_rel(p->recv[i].head, p->rstep[i]);
         p->nrecv++;
     }
     for (int i = 0; i < nsendMax && sendPeers[i] >= 0; i++) {
-        if (!load_conn(p, ch, sendPeers[i], true, cfg->connIndex, &p->send[i])) return false;
+        if (!fc_prims_conn(p, ch, sendPeers[i], true, cfg->connIndex, &p->send[i])) return false;
         uint64_t s = *p->send[i].step;
         p->sstep[i] = (s + round - 1) / round * round;
         p->nsend++;
@@ -142,23 +144,22 @@ void fc_prims_fini(fc_prims *p)
 static bool aborted(const fc_prims *p) { return fc_emu_stopped(p->e); }
 
 /* What a blocked flow waits for, for the stall report. */
-static void describe(fc_prims *p, const char *what, bool send, int i, uint64_t step, const char *seen,
+static void describe(fc_prims *p, const char *what, bool send, int peer, uint64_t step, const char *seen,
                      uint64_t value)
 {
     snprintf(p->waiting, sizeof p->waiting, "%s: %s %s rank %d (step %llu, %s %llu)", p->who, what,
-             send ? "to" : "from", send ? p->send[i].peer : p->recv[i].peer, (unsigned long long)step, seen,
-             (unsigned long long)value);
+             send ? "to" : "from", peer, (unsigned long long)step, seen, (unsigned long long)value);
 }
 
 /* Block until *ptr + ahead >= want, in the kernel's unsigned 64-bit
  * arithmetic (a proxy with shared buffers starts the head at -NCCL_STEPS);
  * false when the kernel is aborted meanwhile. */
 static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, uint64_t want, const char *what,
-                         bool send, int i)
+                         bool send, int peer)
 {
     uint64_t v = load_acq(ptr);
     if (v + ahead >= want) return true;
-    describe(p, what, send, i, want, send ? "head" : "tail", v);
+    describe(p, what, send, peer, want, send ? "head" : "tail", v);
     while ((v = load_acq(ptr)) + ahead < want) {
         if (aborted(p)) return false;
         fc_task_block(p->t, p->waiting);
@@ -166,16 +167,15 @@ static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, ui
     return true;
 }
 
-static bool wait_recv(fc_prims *p, int i, uint64_t want)
+bool fc_prims_conn_wait(fc_prims *p, const fc_conn *c, bool send, uint64_t want)
 {
-    return wait_counter(p, p->recv[i].tail, 0, want, "waiting for data", false, i);
+    /* A sender may run NCCL_STEPS steps ahead of the credit its receiver gave. */
+    if (send) return wait_counter(p, c->head, (uint64_t)p->e->L->NCCL_STEPS, want, "waiting for credit", true, c->peer);
+    return wait_counter(p, c->tail, 0, want, "waiting for data", false, c->peer);
 }
 
-/* A sender may run NCCL_STEPS steps ahead of the credit its receiver gave. */
-static bool wait_send(fc_prims *p, int i, uint64_t want)
-{
-    return wait_counter(p, p->send[i].head, (uint64_t)p->e->L->NCCL_STEPS, want, "waiting for credit", true, i);
-}
+static bool wait_recv(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_wait(p, &p->recv[i], false, want); }
+static bool wait_send(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_wait(p, &p->send[i], true, want); }
 
 /* ---- data ---- */
 
@@ -229,13 +229,13 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
         if (recv)
             for (int i = 0; i < p->nrecv; i++) {
                 if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
-                if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fifo_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
+                if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fc_prims_conn_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
                 srcs[nsrcs++] = simple_slot(p, &p->recv[i], p->rstep[i]);
             }
         if (send)
             for (int i = 0; i < p->nsend; i++) {
                 if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
-                fifo_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
+                fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
                 dsts[ndsts++] = simple_slot(p, &p->send[i], p->sstep[i]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
@@ -277,7 +277,7 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
 {
     for (size_t j = 0; j < nlines; j++) {
         if (ll_ready(&lines[j], flag)) continue;
-        describe(p, "waiting for LL lines", false, i, p->rstep[i], "first missing line", j);
+        describe(p, "waiting for LL lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
         while (!ll_ready(&lines[j], flag)) {
             if (aborted(p)) return false;
             fc_task_block(p->t, p->waiting);
@@ -301,7 +301,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
         for (int i = 0; i < p->nsend; i++) {
             if (!wait_send(p, i, p->sstep[i] + 1)) return;
             bool clean = (p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK;
-            fifo_set_size(p, &p->send[i], p->sstep[i], (int64_t)((clean ? stepLines : nlines) * LL_LINE));
+            fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], (int64_t)((clean ? stepLines : nlines) * LL_LINE));
         }
     /* Lines carry whole 8-byte words: stage everything in word-padded buffers. */
     size_t bytes = nlines * 8;
@@ -354,7 +354,7 @@ static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_
     for (size_t j = 0; j < nlines; j++) {
         volatile uint64_t *f = &words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1];
         if (load_acq(f) == flag) continue;
-        describe(p, "waiting for LL128 lines", false, i, p->rstep[i], "first missing line", j);
+        describe(p, "waiting for LL128 lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
         while (load_acq(f) != flag) {
             if (aborted(p)) return false;
             fc_task_block(p->t, p->waiting);
@@ -380,7 +380,7 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
     if (send)
         for (int i = 0; i < p->nsend; i++) {
             if (!wait_send(p, i, p->sstep[i] + 1)) return;
-            fifo_set_size(p, &p->send[i], p->sstep[i], (int64_t)(nslices * LL128_SLICE_WORDS * 8));
+            fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], (int64_t)(nslices * LL128_SLICE_WORDS * 8));
         }
     uint64_t *tmp = staging(p, dataWords);
     if (!tmp) return;

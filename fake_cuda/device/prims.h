@@ -75,6 +75,20 @@ void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int 
 /* The destructor: the steps reached go back to each connection. */
 void fc_prims_fini(fc_prims *p);
 
+/* ---- single connections, for algorithms with step rules of their own (PAT) ----
+ * p gives the context (emulation, flow, names for messages, data type): an
+ * fc_prims built with no peers. */
+
+/* Connection connIndex to (send) or from peer on channel ch. */
+bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out);
+/* Block until the receiver's tail reaches want, or the sender's head + NCCL_STEPS
+ * does; false when the kernel was aborted meanwhile. */
+bool fc_prims_conn_wait(fc_prims *p, const fc_conn *c, bool send, uint64_t want);
+/* connFifo[step].size of a send connection (when it has a FIFO), in bytes. */
+void fc_prims_conn_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes);
+/* Store a head, tail or step counter for the peer (release). */
+void fc_prims_post(volatile uint64_t *counter, uint64_t value);
+
 /* NCCL's names for the calls the algorithms make (directX behaves as X
  * without registered buffers, which the emulation refuses at launch). */
 #define FC_SEND(p, in, n) fc_prims_op((p), false, true, FC_BUF_INPUT, (in), FC_BUF_NONE, 0, (n), false)

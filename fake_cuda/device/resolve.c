@@ -91,7 +91,15 @@ static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const
             check_conn(l, c, c->tree_down[d], true, 0);
             check_conn(l, c, c->tree_down[d], false, 0);
         }
-    } /* CollNet, NVLS, PAT: not simulated yet */
+    } else if (algo == FC_NCCL_ALGO_PAT) { /* the ranks at distance 2^d, both ways */
+        for (long d = 1; d < l->nRanks; d <<= 1) {
+            int lower = (int)((l->rank - d + l->nRanks) % l->nRanks), upper = (int)((l->rank + d) % l->nRanks);
+            check_conn(l, c, lower, false, 0);
+            check_conn(l, c, lower, true, 0);
+            check_conn(l, c, upper, false, 0);
+            check_conn(l, c, upper, true, 0);
+        }
+    } /* CollNet, NVLS: not simulated yet */
 }
 
 void fc_nccl_resolve(fc_nccl_launch *l)
