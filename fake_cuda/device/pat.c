@@ -405,6 +405,24 @@ static bool pat_open(pat_run *r, fc_coll *c, bool ag)
 
 static bool dim_ok(const pat_run *r, int dim) { return dim < r->ndims; }
 
+/* After the data moved: the posting step's FIFO size and the new steps (kept
+ * in conn->step), how far the slots (`grown`) and the output hold data, then
+ * the tail and head for the peers. */
+static void finish(pat_run *r, const pat_step *ps, pat_peer *R, pat_peer *S, int n, pat_peer *grown, uint64_t extent,
+                   uint64_t localExtent)
+{
+    fc_task_progress(r->p.t);
+    if (S && ps->postSend) {
+        fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
+        fc_prims_post(S->conn.step, ++S->step);
+    }
+    if (R && ps->postRecv) fc_prims_post(R->conn.step, ++R->step);
+    if (localExtent > r->localAcc) r->localAcc = localExtent;
+    if (grown && extent > grown->acc) grown->acc = extent;
+    if (S && ps->postSend) fc_prims_post(S->conn.tail, S->step);
+    if (R && ps->postRecv) fc_prims_post(R->conn.head, R->step);
+}
+
 /* patReduce: the received partial sum (if any) plus this rank's data or what
  * the slot already holds, into the send slot or the output. */
 static void rs_step(pat_run *r, const pat_step *ps)
@@ -433,16 +451,7 @@ static void rs_step(pat_run *r, const pat_step *ps)
         srcs[nsrcs++] = fresh ? r->in + ps->inpIx * r->esz : dst;
     }
     fc_reduce(&r->p.op, dst, srcs, nsrcs, (size_t)n, false, false);
-    fc_task_progress(r->p.t);
-    if (S && ps->postSend) {
-        fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
-        fc_prims_post(S->conn.step, ++S->step);
-    }
-    if (R && ps->postRecv) fc_prims_post(R->conn.step, ++R->step);
-    if (localExtent > r->localAcc) r->localAcc = localExtent;
-    if (S && sendExtent > S->acc) S->acc = sendExtent;
-    if (S && ps->postSend) fc_prims_post(S->conn.tail, S->step);
-    if (R && ps->postRecv) fc_prims_post(R->conn.head, R->step);
+    finish(r, ps, R, S, n, S, sendExtent, localExtent);
 }
 
 /* patCopy: data from the receive slot or this rank's input, to the send slot
@@ -472,16 +481,7 @@ static void ag_step(pat_run *r, const pat_step *ps)
         memcpy(slot(r, S, S->step, ps->sendOffset), src, (size_t)n * r->esz);
     }
     if (copy) memcpy(copy, src, (size_t)n * r->esz);
-    fc_task_progress(r->p.t);
-    if (S && ps->postSend) {
-        fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
-        fc_prims_post(S->conn.step, ++S->step);
-    }
-    if (R && ps->postRecv) fc_prims_post(R->conn.step, ++R->step);
-    if (localExtent > r->localAcc) r->localAcc = localExtent;
-    if (R && recvExtent > R->acc) R->acc = recvExtent;
-    if (S && ps->postSend) fc_prims_post(S->conn.tail, S->step);
-    if (R && ps->postRecv) fc_prims_post(R->conn.head, R->step);
+    finish(r, ps, R, S, n, R, recvExtent, localExtent);
 }
 
 static void run(fc_coll *c, bool ag)
