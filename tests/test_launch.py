@@ -18,8 +18,9 @@ from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
 PROGRAMS = Path(__file__).parent / "programs"
 
 
-def _launch(run_cli, run_dir: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess[str]:
-    return run_cli("launch", "--run-dir", str(run_dir), *args, timeout=timeout)
+def _launch(run_cli, run_dir: Path, *args: str, timeout: int = 300,
+            env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("launch", "--run-dir", str(run_dir), *args, timeout=timeout, env=env)
 
 
 def _report(run_cli, run_dir: Path) -> dict:
@@ -275,6 +276,17 @@ def test_another_nccl_release(run_cli, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _report(run_cli, run)["nccl_version"].startswith("2.23.4")
     assert json.loads((run / "launch.json").read_text())["options"]["nccl"] == "2.23.4"
+    # PAT as releases before 2.26 run it (one group of threads, packed ReduceScatter
+    # slots), on a host count that is not a power of two; the release is cached now.
+    pat = tmp_path / "pat"
+    proc = _launch(run_cli, pat, "--nccl", "2.23.4", "--hosts", "7", "--gpus", "1", "--timeout", "300", "--",
+                   sys.executable, "-m", "ncclsim.probe", "--ops", "allgather,reducescatter", "--sizes", "8,4096,3M",
+                   env={"NCCL_ALGO": "PAT"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = (pat / "ranks" / "0" / "stdout").read_text()
+    assert all(re.search(rf"{op} +{size} B  checked", out) for op in ("allgather", "reducescatter")
+               for size in (8, 4096, 3 << 20)), out
+    assert {t["algorithm"] for t in _report(run_cli, pat)["tuning"]} == {"PAT"}
 
 
 def test_a_release_that_does_not_exist(run_cli, tmp_path: Path) -> None:

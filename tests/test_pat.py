@@ -68,9 +68,12 @@ def _cached(flavour: str, version: str) -> bool:
 
 @pytest.mark.parametrize("spec", [
     pytest.param(spec, marks=pytest.mark.skipif(not _cached(*spec.split(":")), reason=f"{spec} is not in the cache"))
-    for spec in ("cu12:2.26.2", "cu12:2.27.7", "cu12:2.29.2", "cu12:2.32.3", "cu13:2.27.7", "cu13:2.30.7",
-                 "cu13:2.32.3")])
+    for spec in ("cu12:2.23.4", "cu12:2.24.3", "cu12:2.25.1", "cu12:2.26.2", "cu12:2.27.7", "cu12:2.29.2",
+                 "cu12:2.32.3", "cu13:2.27.7", "cu13:2.30.7", "cu13:2.32.3")])
 def test_pat_on_cached_releases(run_cli, ncclsim_exe: Path, tmp_path: Path, spec: str) -> None:
-    report = _probe(run_cli, ncclsim_exe, tmp_path / "run", 5, [8, 4096, 1 << 20, 16 << 20],
-                    env={"NCCL_ALGO": "PAT"}, nccl=spec)
+    """Both PAT kernels: before 2.26 (one group of threads) and after."""
+    xdg = cache_root().parent.parent  # the cache that holds the release, not the test's own
+    report = _probe(run_cli, ncclsim_exe, tmp_path / "run", 7, [8, 4096, 1 << 20, 16 << 20],
+                    env={"NCCL_ALGO": "PAT", "XDG_CACHE_HOME": str(xdg)}, nccl=spec)
     assert report["nccl_version"].startswith(spec.split(":")[1])
+    assert _pat_sizes(report, "AllGather") and _pat_sizes(report, "ReduceScatter"), report["tuning"]

@@ -11,16 +11,12 @@ typedef struct {
     uint8_t workType;           /* FC_NCCL_WORK_*: the work items the function runs */
     fc_algo_work_fn run_work;   /* run on each work item of the batch in turn, */
     fc_algo_batch_fn run_batch; /* or on the batch as a whole */
-    bool (*in_release)(const fc_nccl_layout *L); /* NULL: in every release */
 } algorithm;
-
-/* PAT as NCCL 2.26 and later run it (see pat.c). */
-static bool parallel_pat(const fc_nccl_layout *L) { return L->PAT_PARALLEL_FACTOR > 0; }
 
 /* One row per protocol: the algorithms are written once over the primitives,
  * which implement LL, LL128 and Simple. */
 #define ROW_(coll, algo, proto, work, per_work, per_batch) \
-    {FC_NCCL_COLL_##coll, FC_NCCL_ALGO_##algo, FC_NCCL_PROTO_##proto, FC_NCCL_WORK_##work, per_work, per_batch, NULL}
+    {FC_NCCL_COLL_##coll, FC_NCCL_ALGO_##algo, FC_NCCL_PROTO_##proto, FC_NCCL_WORK_##work, per_work, per_batch}
 #define EACH_PROTO_(coll, algo, work, per_work, per_batch)                                                \
     ROW_(coll, algo, LL, work, per_work, per_batch), ROW_(coll, algo, LL128, work, per_work, per_batch), \
     ROW_(coll, algo, SIMPLE, work, per_work, per_batch)
@@ -35,23 +31,21 @@ static const algorithm algorithms[] = {
     /* 2.29+: ncclBroadcast's batched form */
     EACH_PROTO_(AllGatherV, RING, BCAST, NULL, fc_allgatherv_batch),
     /* one GPU per host; Simple only */
-    {FC_NCCL_COLL_AllGather, FC_NCCL_ALGO_PAT, FC_NCCL_PROTO_SIMPLE, FC_NCCL_WORK_COLL, fc_allgather_pat, NULL,
-     parallel_pat},
-    {FC_NCCL_COLL_ReduceScatter, FC_NCCL_ALGO_PAT, FC_NCCL_PROTO_SIMPLE, FC_NCCL_WORK_COLL, fc_reducescatter_pat, NULL,
-     parallel_pat},
+    ROW_(AllGather, PAT, SIMPLE, COLL, fc_allgather_pat, NULL),
+    ROW_(ReduceScatter, PAT, SIMPLE, COLL, fc_reducescatter_pat, NULL),
     /* the function names no algorithm or protocol; each work item says LL or Simple */
-    {FC_NCCL_COLL_SendRecv, -1, -1, FC_NCCL_WORK_P2P, NULL, fc_sendrecv_batch, NULL},
+    {FC_NCCL_COLL_SendRecv, -1, -1, FC_NCCL_WORK_P2P, NULL, fc_sendrecv_batch},
 };
 
-/* The row of a batch's device function and work type in this release, NULL when none. */
-static const algorithm *find(const fc_nccl_layout *L, const fc_nccl_batch *b)
+/* The row of a batch's device function and work type, NULL when none. */
+static const algorithm *find(const fc_nccl_batch *b)
 {
     const fc_nccl_func *f = b->func;
     if (!f) return NULL;
     for (size_t i = 0; i < sizeof algorithms / sizeof algorithms[0]; i++) {
         const algorithm *a = &algorithms[i];
         if (a->coll == f->coll && a->algo == f->algo && a->proto == f->proto && a->workType == b->workType)
-            return !a->in_release || a->in_release(L) ? a : NULL;
+            return a;
     }
     return NULL;
 }
@@ -73,7 +67,7 @@ bool fc_algo_unsupported(const fc_nccl_launch *l, char *why, size_t n)
     for (int i = 0; i < l->nbatches; i++) {
         const fc_nccl_batch *b = &l->batches[i];
         const char *name = b->func ? b->func->name : "?";
-        if (!find(l->rel->layout, b)) {
+        if (!find(b)) {
             snprintf(why, n, "%s (%s work)", name,
                      b->workType == FC_NCCL_WORK_COLLREG ? "registered-buffer"
                      : b->workType == FC_NCCL_WORK_BCAST ? "batched broadcast"
@@ -117,7 +111,7 @@ static void run_coll(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_
 
 void fc_algo_run_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b)
 {
-    const algorithm *a = find(e->L, b);
+    const algorithm *a = find(b);
     if (!a) { /* refused at launch */
         fc_emu_fail(e, "rank %d channel %d: %s is not emulated", e->l->rank, ch->id, b->func ? b->func->name : "?");
         return;

@@ -83,7 +83,7 @@ typedef struct {
     /* 1: a Simple receiver also writes connFifo[step].size of its connection (2.23) */            \
     X(SIMPLE_RECV_SETS_FIFO_SIZE)                                                                  \
     /* PAT's groups of workers at most (NCCL_PAT_NWORKERS / WARP_SIZE, 2.26+); 0: the older,      \
-     * sequential PAT kernel, whose ReduceScatter steps differ (not emulated) */                   \
+     * sequential PAT kernel (2.23-2.25), whose ReduceScatter steps differ (pat.c) */              \
     X(PAT_PARALLEL_FACTOR)
 
 typedef struct fc_nccl_layout {

@@ -1,7 +1,7 @@
 /* The PAT algorithm (Parallel Aggregated Trees, a variant of Bruck's) of
  * AllGather and ReduceScatter, Simple protocol: RunWorkColl<..., NCCL_ALGO_PAT,
  * NCCL_PROTO_SIMPLE> of src/device/{all_gather,reduce_scatter}.h with
- * patCopy/patReduce of prims_simple.h, as NCCL 2.26 and later run it.
+ * patCopy/patReduce of prims_simple.h.
  *
  * NCCL picks PAT when every host has one rank. Rank r exchanges with the
  * ranks at distance 2^d (dimension d) on connection 0 of every channel:
@@ -13,7 +13,13 @@
  * On a GPU up to 16 groups of threads run consecutive steps together; no step
  * of such a round posts a dimension that a later step of the round uses, so
  * running the steps one after the other in the generator's order is one of
- * the orders the GPU allows, and the peers see the same protocol. */
+ * the orders the GPU allows, and the peers see the same protocol.
+ *
+ * Releases before 2.26 (PAT_PARALLEL_FACTOR 0) run one step at a time. Their
+ * AllGather generator gives the same steps; their ReduceScatter generator
+ * packs the slots over skipped steps, so its offsets and step counts differ
+ * for host counts that are not powers of two, and it writes a slot's FIFO
+ * size whenever new data enters the slot rather than when the slot posts. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,13 +37,15 @@ typedef struct {
     int64_t inpIx, outIx;
 } pat_step;
 
-/* The generator's state; `ag` picks PatAGAlgorithm over PatRSAlgorithm. */
+/* The generator's state; `ag` picks PatAGAlgorithm over PatRSAlgorithm,
+ * `sequential` the ReduceScatter generator of releases before 2.26. */
 typedef struct {
-    bool ag;
+    bool ag, sequential;
     int64_t offset, end, count;
     int chunkCount, nelem, rank, nranks, nrPow2, postFreq, lastA, parallelFactor;
     int aggFactor, as, a, aggDelta, scale, phase;
     int sendSkipped, stepOffset;                      /* ReduceScatter */
+    int recvSkipped, phase2recv;                      /* ReduceScatter before 2.26 */
     int asDim, v, bitCount[MAX_DIMS], bitZeroStep[MAX_DIMS]; /* AllGather: the order of aggregated steps */
 } pat_gen;
 
@@ -87,8 +95,8 @@ static void reset_a(pat_gen *g)
     g->lastA = g->aggFactor;
     if (g->phase >= 2) g->lastA /= 2 * g->scale;
     if (!g->ag) {
-        g->sendSkipped = g->stepOffset = 0;
-        if (g->phase == 4) g->lastA = 1;
+        g->sendSkipped = g->stepOffset = g->recvSkipped = 0;
+        if (g->phase == 4 && !g->sequential) g->lastA = 1;
     }
 }
 
@@ -108,17 +116,19 @@ static void reset(pat_gen *g)
     } else {
         g->phase = 0;
         g->scale = 1;
+        g->phase2recv = 0;
         g->as = g->aggDelta - 1;
     }
     reset_a(g);
 }
 
 /* stepBytes: the chunk in bytes; the part [offset, end) of count elements of esz bytes. */
-static void gen_init(pat_gen *g, bool ag, int stepBytes, int stepDepth, int maxParallel, int64_t offset, int64_t end,
+static void gen_init(pat_gen *g, bool ag, bool sequential, int stepBytes, int stepDepth, int maxParallel, int64_t offset, int64_t end,
                      int64_t count, int chunkCount, int rank, int nranks, size_t esz)
 {
     memset(g, 0, sizeof *g);
     g->ag = ag;
+    g->sequential = sequential && !ag;
     g->offset = offset;
     g->end = end;
     g->count = count;
@@ -265,6 +275,144 @@ static void rs_next(pat_gen *g, pat_step *ps)
     ps->skip = skip;
 }
 
+/* ReduceScatter's next step before 2.26: skipped steps are passed over here,
+ * and the slots are packed over them. */
+static void rs_next_sequential(pat_gen *g, pat_step *ps)
+{
+    int pf = g->postFreq, nranks = g->nranks;
+    for (;;) {
+        int a = g->a;
+        ps->last = 0;
+        ps->nelem = g->nelem;
+        ps->outIx = g->offset;
+        ps->skip = false;
+        bool skip = false;
+        if (g->phase == 0) {
+            int s = reversed(a, g->lastA, true) * g->aggDelta + g->as, x = (a - g->sendSkipped) % pf;
+            skip = s >= nranks;
+            ps->inpIx = (int64_t)((g->rank + s) % nranks) * g->count + g->offset;
+            ps->recvDim = -1;
+            ps->sendDim = 0;
+            ps->outIx = 0;
+            ps->recvOffset = -1;
+            ps->sendOffset = x * g->nelem;
+            ps->stepOffset = 0;
+            ps->postSend = x + 1 >= pf || a == g->lastA - 1;
+            ps->postRecv = 0;
+            if (skip) g->sendSkipped++;
+            if (++g->a == g->lastA) {
+                g->phase = g->as == 1 ? (g->aggFactor > 1 ? 2 : 4) : 1;
+                reset_a(g);
+            }
+        } else if (g->phase == 1) {
+            int s = reversed(a, g->lastA, true) * g->aggDelta + g->as;
+            int xs = (a - g->sendSkipped) % pf, xr = (a - g->recvSkipped) % pf;
+            skip = s >= nranks;
+            ps->recvDim = first_bit(s, g->nrPow2);
+            ps->sendOffset = xs * g->nelem;
+            ps->recvOffset = xr * g->nelem;
+            ps->postSend = ps->recvDim == 0 && (xs + 1 >= pf || a == g->lastA - 1);
+            ps->stepOffset = ps->recvDim == 0 ? 0 : (a - g->sendSkipped) / pf;
+            ps->postRecv = xr + 1 >= pf || a == g->lastA - 1;
+            s -= 1 << ps->recvDim;
+            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
+            if (ps->sendDim == -1) {
+                ps->sendOffset = -1;
+                ps->stepOffset = 0;
+            } else if (g->as == 1 << ps->recvDim) {
+                if (new_peer(a, g->aggFactor)) g->sendSkipped = a;
+                int f = a - g->sendSkipped;
+                ps->stepOffset = ps->recvDim == 0 ? 0 : f / pf;
+                ps->sendOffset = (f % pf) * g->nelem;
+            }
+            if (s < nranks && skip) {
+                ps->recvDim = -1;
+                ps->recvOffset = -1;
+                ps->postRecv = 0;
+                skip = false;
+            }
+            if (skip || ps->recvDim == -1) g->recvSkipped++;
+            if (skip) g->sendSkipped++;
+            if (++g->a == g->lastA) {
+                g->as--;
+                g->phase = g->as % 2 == 1 ? 0 : 1;
+                reset_a(g);
+            }
+        } else if (g->phase == 2) {
+            int s = (2 * reversed(a, g->lastA, true) + 1) * g->scale * g->aggDelta + 1;
+            ps->postRecv = 0;
+            skip = s >= nranks;
+            ps->recvDim = 0;
+            ps->postSend = a == g->lastA - 1;
+            s -= 1;
+            if (s < nranks && skip) {
+                ps->recvDim = -1;
+                ps->recvOffset = -1;
+                skip = false;
+            } else if (!skip) {
+                int f = g->phase2recv++;
+                ps->postRecv |= (f + 1) % pf == 0;
+                ps->recvOffset = (f % pf) * g->nelem;
+            }
+            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
+            int f = a - g->sendSkipped;
+            ps->postSend |= (f + 1) % pf == 0;
+            ps->stepOffset = 0;
+            ps->sendOffset = (f % pf) * g->nelem;
+            if (skip || ps->sendDim == -1) g->sendSkipped++;
+            if (++g->a == g->lastA) {
+                g->phase = 3;
+                reset_a(g);
+            }
+        } else if (g->phase == 3) {
+            int s = (2 * reversed(a, g->lastA, true) + 1) * g->scale * g->aggDelta;
+            ps->postRecv = a == g->lastA - 1;
+            skip = s >= nranks;
+            ps->recvDim = first_bit(s, g->nrPow2);
+            ps->postSend = 0;
+            s -= 1 << ps->recvDim;
+            int f = a - g->recvSkipped;
+            ps->postRecv |= (f + 1) % pf == 0;
+            ps->recvOffset = (f % pf) * g->nelem;
+            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
+            if (s < nranks && skip) {
+                ps->recvDim = -1;
+                ps->recvOffset = -1;
+                ps->postRecv = 0;
+                skip = false;
+            }
+            if (new_peer(a, g->aggFactor / (2 * g->scale))) g->sendSkipped = a;
+            f = a - g->sendSkipped;
+            ps->stepOffset = f / pf; /* accumulate into later steps */
+            ps->sendOffset = ps->sendDim >= 0 ? (f % pf) * g->nelem : -1;
+            if (skip || ps->recvDim == -1) g->recvSkipped++;
+            if (skip) g->sendSkipped++;
+            if (++g->a == g->lastA) {
+                g->scale *= 2;
+                g->phase = g->scale < g->aggFactor ? 2 : 4;
+                reset_a(g);
+            }
+        } else { /* phase 4: the fully reduced part, into the output */
+            ps->recvDim = 0;
+            ps->sendDim = -1;
+            ps->inpIx = (int64_t)g->rank * g->count + g->offset;
+            ps->recvOffset = (g->phase2recv % pf) * g->nelem;
+            ps->stepOffset = 0;
+            ps->sendOffset = -1;
+            ps->postRecv = 1;
+            ps->postSend = 0;
+            g->offset += g->chunkCount;
+            if (g->offset >= g->end) ps->last = 2;
+            else reset(g);
+            return;
+        }
+        if (!skip) return;
+    }
+}
+
 /* AllGather's next step (PatAGAlgorithm::getNextOp). */
 static void ag_next(pat_gen *g, pat_step *ps)
 {
@@ -365,6 +513,7 @@ typedef struct {
     int esz;
     pat_peer recv[MAX_DIMS], send[MAX_DIMS];
     int ndims;
+    bool ag, sequential; /* AllGather; a release before 2.26 */
     uint64_t localAcc;
     char *in, *out;
 } pat_run;
@@ -390,6 +539,8 @@ static bool pat_open(pat_run *r, fc_coll *c, bool ag)
                        c->w->coll.recvbuff, c->op))
         return false;
     r->esz = (int)c->esz;
+    r->ag = ag;
+    r->sequential = c->e->L->PAT_PARALLEL_FACTOR == 0;
     r->in = (char *)c->w->coll.sendbuff;
     r->out = (char *)c->w->coll.recvbuff;
     for (int d = 0; d < MAX_DIMS && (1L << d) < nranks; d++, r->ndims++) {
@@ -399,6 +550,7 @@ static bool pat_open(pat_run *r, fc_coll *c, bool ag)
             return false;
         r->recv[d].step = *r->recv[d].conn.step;
         r->send[d].step = *r->send[d].conn.step;
+        if (r->sequential) fc_prims_post(r->recv[d].conn.head, r->recv[d].step); /* as loadRecvConn did */
     }
     return true;
 }
@@ -413,7 +565,8 @@ static void finish(pat_run *r, const pat_step *ps, pat_peer *R, pat_peer *S, int
 {
     fc_task_progress(r->p.t);
     if (S && ps->postSend) {
-        fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
+        if (!(r->sequential && !r->ag)) /* ReduceScatter before 2.26 sized the slot as data entered it */
+            fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
         fc_prims_post(S->conn.step, ++S->step);
     }
     if (R && ps->postRecv) fc_prims_post(R->conn.step, ++R->step);
@@ -443,7 +596,9 @@ static void rs_step(pat_run *r, const pat_step *ps)
         if (!fc_prims_conn_wait(&r->p, &S->conn, true, st + 1)) return;
         dst = slot(r, S, st, ps->sendOffset);
         sendExtent = extent(r, S, st, ps->sendOffset, n);
-        srcs[nsrcs++] = S->acc < sendExtent ? r->in + ps->inpIx * r->esz : dst; /* new data, or accumulate */
+        bool fresh = S->acc < sendExtent; /* new data, or accumulate onto what the slot holds */
+        srcs[nsrcs++] = fresh ? r->in + ps->inpIx * r->esz : dst;
+        if (fresh && r->sequential) fc_prims_conn_set_size(&r->p, &S->conn, st, (int64_t)(ps->sendOffset + n) * r->esz);
     } else {
         dst = r->out + ps->outIx * r->esz;
         bool fresh = r->localAcc < (uint64_t)ps->outIx + (uint64_t)n;
@@ -499,13 +654,16 @@ static void run(fc_coll *c, bool ag)
         pat_step ps;
         memset(&ps, 0, sizeof ps);
         int idle = 0; /* padding steps in a row: a round has at most PAT_PARALLEL_FACTOR */
-        gen_init(&g, ag, (int)(chunkCount * (int64_t)c->esz), L->NCCL_STEPS, L->PAT_PARALLEL_FACTOR, partOffset,
+        /* Before 2.26 AllGather's generator gives the same steps as the parallel one, without padding. */
+        int parallel = r->sequential ? 16 : L->PAT_PARALLEL_FACTOR;
+        gen_init(&g, ag, r->sequential, (int)(chunkCount * (int64_t)c->esz), L->NCCL_STEPS, parallel, partOffset,
                  partOffset + partCount, count, (int)chunkCount, c->e->l->rank, c->e->l->nRanks, c->esz);
         do {
             if (ag) ag_next(&g, &ps);
+            else if (g.sequential) rs_next_sequential(&g, &ps);
             else rs_next(&g, &ps);
             if (ps.skip) {
-                if (++idle > 4 * L->PAT_PARALLEL_FACTOR + 64) {
+                if (++idle > 4 * parallel + 64) {
                     fc_emu_fail(c->e, "%s: the PAT step generator does not end", c->who);
                     break;
                 }
