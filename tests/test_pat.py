@@ -42,6 +42,7 @@ def test_nccl_picks_pat_with_one_gpu_per_host(run_cli, ncclsim_exe: Path, leftov
     assert report["nnodes"] == 4 and report["nranks"] == 4
     for collective in ("AllGather", "ReduceScatter"):
         assert _pat_sizes(report, collective), f"NCCL did not choose PAT for {collective}: {report['tuning']}"
+    assert report["pat"] == {"available": True, "used_by": ["AllGather", "ReduceScatter"], "why_not": ""}
     leftovers.assert_none(tmp_path / "run")
 
 

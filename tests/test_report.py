@@ -119,6 +119,10 @@ def test_two_hosts_features_and_graphs(two_hosts):
     assert {g.kind for g in two_hosts.graphs} == {"ring", "tree", "collnet_chain", "collnet_direct", "nvls"}
     assert two_hosts.topology is not None and len(two_hosts.topology.gpus) == 8
     assert two_hosts.tuning == ()  # init only
+    # 8 ranks on each host: NCCL offers PAT only with one rank per host
+    assert (two_hosts.pat.available, two_hosts.pat.used_by) == (False, ())
+    assert two_hosts.pat.why_not == "8 ranks per host; NCCL uses PAT with one rank per host"
+    assert "PAT: not available (8 ranks per host; NCCL uses PAT with one rank per host)" in summary_text(two_hosts)
 
 
 def test_warn_line_names_rank_and_file(two_hosts):
@@ -150,8 +154,9 @@ def test_json_schema(two_hosts):
     assert conn == {"channel": 0, "from": 9, "to": 0, "transport": "NET/Socket", "via": "NET/Socket/0",
                     "conn_index": 0, "scope": "inter_host", "direction": "both"}
     assert doc["ranks"][0]["busid"] == "0000:18:00.0" and doc["ranks"][0]["init_complete"] is True
-    assert {"nccl_version", "hosts", "nranks", "nnodes", "local_ranks", "channels", "nvls", "collnet",
+    assert {"nccl_version", "hosts", "nranks", "nnodes", "local_ranks", "channels", "nvls", "collnet", "pat",
             "tuning", "graphs", "errors", "checks"} <= set(doc)
+    assert doc["pat"] == {"available": False, "used_by": [], "why_not": two_hosts.pat.why_not}
 
 
 def test_missing_rank_log_fails_checks(tmp_path):

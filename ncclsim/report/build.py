@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -13,7 +14,7 @@ from ncclsim.report.dumps import find_dump, output_files, under
 from ncclsim.report.exits import exit_check
 from ncclsim.report import parse_log as pl
 from ncclsim.report.collect import Collected, RankRecord, collect, read_log_lines
-from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, RankInfo,
+from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, Pat, RankInfo,
                                   Report, Topology, Transports, TuningEntry)
 from ncclsim.report.structure import build_rings, build_trees
 from ncclsim.rundir import RankFiles, RunDir
@@ -154,6 +155,7 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
     if not graphs and rank0 is not None:
         graphs = _graphs_from_log(rank0)
     counts = _channel_counts(records, rank0, checks)
+    tuning = _tuning(records)
     return Report(
         run_dir=str(run_dir.resolve()),
         nccl_version=_most_common(collected.versions),
@@ -162,7 +164,7 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
         channels=counts.get("coll"), p2p_channels=counts.get("p2p"),
         rings=rings, trees=trees, connections=connections, transports=_transports(connections),
         nvls=_nvls(records, counts, graphs), collnet=_collnet(records, counts, graphs, connections),
-        tuning=_tuning(records), graphs=graphs, errors=_errors(collected),
+        pat=_pat(_most_common(collected.versions), nranks, nnodes, tuning), tuning=tuning, graphs=graphs, errors=_errors(collected),
         ranks=ranks, communicators=_communicators(collected, primary), checks=tuple(checks),
         logs=tuple(log_names), topology=topology, launch=launch, nics=nics, notes=tuple(notes))
 
@@ -287,6 +289,22 @@ def _collnet(records: list[RankRecord], counts: dict[str, int], graphs: tuple[Gr
     used = any(c.transport.startswith("COLLNET") for c in connections) or (
         supported is True and bool(channels) and graph_channels != 0)
     return Feature(channels=channels, graph_channels=graph_channels, used=used, supported=supported)
+
+
+def _pat(version: Optional[str], nranks: Optional[int], nnodes: Optional[int],
+         tuning: tuple[TuningEntry, ...]) -> Pat:
+    used = tuple(dict.fromkeys(t.collective for t in tuning if t.algorithm == "PAT"))
+    if used:
+        return Pat(True, used)
+    release = tuple(int(x) for x in re.findall(r"\d+", version or "")[:2])
+    if len(release) == 2 and release < (2, 23):
+        return Pat(False, (), f"NCCL {version} has no PAT (2.23 and later)")
+    if nranks and nnodes and nranks != nnodes:
+        per_host = f"{nranks // nnodes}" if nranks % nnodes == 0 else "several"
+        return Pat(False, (), f"{per_host} ranks per host; NCCL uses PAT with one rank per host")
+    if nranks and nnodes:
+        return Pat(True, (), "not chosen at these sizes")
+    return Pat(None, ())
 
 
 def _tuning(records: list[RankRecord]) -> tuple[TuningEntry, ...]:

@@ -88,6 +88,18 @@ class Feature:
 
 
 @dataclass(frozen=True)
+class Pat:
+    """PAT (AllGather and ReduceScatter): NCCL 2.23+ offers it when every host
+    has one rank, and its tuning picks it from a size on."""
+    available: Optional[bool]  # None: the logs do not tell
+    used_by: tuple[str, ...]  # collectives NCCL ran with PAT
+    why_not: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"available": self.available, "used_by": list(self.used_by), "why_not": self.why_not}
+
+
+@dataclass(frozen=True)
 class TuningEntry:
     collective: str
     nbytes: int
@@ -249,6 +261,7 @@ class Report:
     transports: Transports
     nvls: Feature
     collnet: Feature
+    pat: Pat
     tuning: tuple[TuningEntry, ...]
     graphs: tuple[Graph, ...]
     errors: tuple[ErrorEntry, ...]
@@ -279,6 +292,7 @@ class Report:
             "transports": self.transports.to_json(),
             "nvls": self.nvls.to_json(),
             "collnet": self.collnet.to_json(),
+            "pat": self.pat.to_json(),
             "tuning": [t.to_json() for t in self.tuning],
             "graphs": [g.to_json() for g in self.graphs],
             "topology": self.topology.to_json() if self.topology else None,

@@ -63,6 +63,15 @@ def _feature_text(name: str, f: Feature, unsupported: str) -> str:
     return f"{name}: {state}" + (f" ({', '.join(details)})" if details else "")
 
 
+def _pat_text(report: Report) -> str:
+    pat = report.pat
+    if pat.used_by:
+        return f"PAT: used ({', '.join(pat.used_by)})"
+    if pat.available is None:
+        return "PAT: ?"
+    return f"PAT: {'available' if pat.available else 'not available'}" + (f" ({pat.why_not})" if pat.why_not else "")
+
+
 def _header(report: Report) -> list[str]:
     lines = [f"NCCL {report.nccl_version or '(version not logged)'} -- {report.run_dir}"]
     by_host: dict[str, list[int]] = {}
@@ -82,6 +91,7 @@ def _header(report: Report) -> list[str]:
                  + (f", {report.p2p_channels} p2p" if report.p2p_channels is not None else ""))
     lines.append(_feature_text("NVLS", report.nvls, "no multicast support") + "; "
                  + _feature_text("CollNet", report.collnet, "no CollNet devices"))
+    lines.append(_pat_text(report))
     if len(report.communicators) > 1:
         lines.append(f"Communicators: {len(report.communicators)} (reporting the largest, "
                      f"{next(c.comm_id for c in report.communicators if c.primary)})")
