@@ -9,6 +9,14 @@ import json
 from typing import Any, Callable, TextIO
 
 
+def add_command(sub: Any, name: str, summary: str, description: str,
+                arguments: Callable[[argparse.ArgumentParser], None], run: Callable[..., int]) -> None:
+    """`ncclsim NAME`: its parser (help line, description, arguments) and what runs it."""
+    p = sub.add_parser(name, help=summary, description=description)
+    arguments(p)
+    p.set_defaults(func=run)
+
+
 def emit_json(out: TextIO, doc: dict[str, Any], schema_version: int) -> None:
     json.dump({"schema_version": schema_version, **doc}, out, indent=2)
     out.write("\n")

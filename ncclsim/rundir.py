@@ -107,7 +107,7 @@ class RankFiles:
         return self.directory / "machine"
 
     @property
-    def pid(self) -> Path:  # the wrapper's pid on that machine
+    def pid(self) -> Path:  # the wrapper's pid on that machine (written after `machine`)
         return self.directory / "pid"
 
     @property

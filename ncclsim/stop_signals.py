@@ -30,4 +30,8 @@ def handled_by(handler: Handler) -> Iterator[None]:
 
 
 def name(signum: int) -> str:
-    return signal.Signals(signum).name
+    """SIGTERM, or "signal 99" for a number Python does not know."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -141,6 +141,18 @@ def test_a_killed_rank_wrapper_is_named(ncclsim_exe: Path, clean_env: dict[str, 
 
 
 @pytest.mark.e2e
+def test_a_wrapper_killed_at_once_is_named(run_cli, leftovers, tmp_path: Path) -> None:
+    """mpiexec may end the whole run before the launch looks: the loss is still named."""
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "2", "--", "sh", "-c",
+                   'if [ "$PMI_RANK" = 1 ]; then kill -9 $PPID; fi; sleep 30', timeout=120)
+    assert proc.returncode != 0
+    assert "rank 1 (host 0): its process (rank.sh, pid" in proc.stderr, proc.stderr
+    assert 1 in json.loads((run / "launch.json").read_text())["wrappers_killed"]
+    leftovers.assert_none(run)
+
+
+@pytest.mark.e2e
 def test_a_stopped_run_does_not_pass_its_checks(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
                                                tmp_path: Path) -> None:
     """NCCL's logs of a run stopped after init look complete; its report must still fail."""

@@ -18,7 +18,8 @@ import pytest
 
 from ncclsim import NcclsimError
 from ncclsim.cluster.build import build_cluster
-from ncclsim.report import build_report, summary_text, write_run_json
+from ncclsim.report.build import build_report, write_run_json
+from ncclsim.report.summary import summary_text
 from ncclsim.report import cli as report_cli
 from ncclsim.report import parse_log as pl
 from ncclsim.topology.host_artifacts import write_host_artifacts

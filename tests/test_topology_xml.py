@@ -236,6 +236,7 @@ def test_nccl_loads_the_topology(index: int, artifacts: list[HostArtifacts],
     assert "assuming NVSwitch" not in log
 
 
+@pytest.mark.e2e  # a second NCCL init: keeps the quick set under a minute
 def test_nccl_places_the_plugins_nics(artifacts: list[HostArtifacts], clean_env: dict[str, str],
                                       lib_dir: Path, tmp_path: Path) -> None:
     plugin = lib_dir / NET_PLUGIN

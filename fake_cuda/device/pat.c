@@ -71,6 +71,13 @@ static int reversed(int i, int max, bool inverted)
  * where the aggregated steps move on to a new peer. */
 static bool new_peer(int i, int pow2) { return __builtin_popcount((unsigned)((i ^ (pow2 - 1)) + 1)) == 1; }
 
+/* Where in a user buffer (count elements per rank) the data of the rank s
+ * away lies, for the chunk at the generator's offset. */
+static int64_t data_ix(const pat_gen *g, int s)
+{
+    return (int64_t)((g->rank + g->nranks + s) % g->nranks) * g->count + g->offset;
+}
+
 static int next_as(pat_gen *g)
 {
     for (int d = 0; d < g->asDim; d++) {
@@ -167,7 +174,7 @@ static void rs_next(pat_gen *g, pat_step *ps)
     } else if (g->phase == 0) { /* own data, sent to the next rank */
         int s = reversed(a, g->lastA, true) * g->aggDelta + g->as;
         skip = s >= nranks;
-        ps->inpIx = (int64_t)((g->rank + s) % nranks) * g->count + g->offset;
+        ps->inpIx = data_ix(g, s);
         ps->recvDim = -1;
         ps->sendDim = 0;
         ps->outIx = 0;
@@ -183,7 +190,7 @@ static void rs_next(pat_gen *g, pat_step *ps)
         ps->postSend = ps->recvDim == 0 && closing;
         ps->postRecv = closing;
         s -= 1 << ps->recvDim;
-        ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+        ps->inpIx = data_ix(g, s);
         ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
         if (ps->sendDim == -1) {
             ps->sendOffset = -1;
@@ -218,7 +225,7 @@ static void rs_next(pat_gen *g, pat_step *ps)
             ps->postRecv |= (f + 1) % pf == 0;
             ps->recvOffset = (f % pf) * g->nelem;
         }
-        ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+        ps->inpIx = data_ix(g, s);
         ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
         ps->postSend |= (a + 1) % pf == 0;
         ps->sendOffset = (a % pf) * g->nelem;
@@ -231,7 +238,7 @@ static void rs_next(pat_gen *g, pat_step *ps)
         s -= 1 << ps->recvDim;
         ps->postRecv |= (a + 1) % pf == 0;
         ps->recvOffset = (a % pf) * g->nelem;
-        ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+        ps->inpIx = data_ix(g, s);
         ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
         if (s < nranks && skip) {
             ps->recvDim = -1;
@@ -249,7 +256,7 @@ static void rs_next(pat_gen *g, pat_step *ps)
     } else if (g->phase == 4) { /* the fully reduced part, into the output */
         ps->recvDim = 0;
         ps->sendDim = -1;
-        ps->inpIx = (int64_t)g->rank * g->count + g->offset;
+        ps->inpIx = data_ix(g, 0);
         ps->recvOffset = ((g->aggFactor - 1) % pf) * g->nelem;
         ps->sendOffset = -1;
         ps->postRecv = 1;
@@ -290,7 +297,7 @@ static void rs_next_sequential(pat_gen *g, pat_step *ps)
         if (g->phase == 0) {
             int s = reversed(a, g->lastA, true) * g->aggDelta + g->as, x = (a - g->sendSkipped) % pf;
             skip = s >= nranks;
-            ps->inpIx = (int64_t)((g->rank + s) % nranks) * g->count + g->offset;
+            ps->inpIx = data_ix(g, s);
             ps->recvDim = -1;
             ps->sendDim = 0;
             ps->outIx = 0;
@@ -315,7 +322,7 @@ static void rs_next_sequential(pat_gen *g, pat_step *ps)
             ps->stepOffset = ps->recvDim == 0 ? 0 : (a - g->sendSkipped) / pf;
             ps->postRecv = xr + 1 >= pf || a == g->lastA - 1;
             s -= 1 << ps->recvDim;
-            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->inpIx = data_ix(g, s);
             ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
             if (ps->sendDim == -1) {
                 ps->sendOffset = -1;
@@ -355,7 +362,7 @@ static void rs_next_sequential(pat_gen *g, pat_step *ps)
                 ps->postRecv |= (f + 1) % pf == 0;
                 ps->recvOffset = (f % pf) * g->nelem;
             }
-            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->inpIx = data_ix(g, s);
             ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
             int f = a - g->sendSkipped;
             ps->postSend |= (f + 1) % pf == 0;
@@ -376,7 +383,7 @@ static void rs_next_sequential(pat_gen *g, pat_step *ps)
             int f = a - g->recvSkipped;
             ps->postRecv |= (f + 1) % pf == 0;
             ps->recvOffset = (f % pf) * g->nelem;
-            ps->inpIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+            ps->inpIx = data_ix(g, s);
             ps->sendDim = s ? first_bit(s, g->nrPow2) : -1;
             if (s < nranks && skip) {
                 ps->recvDim = -1;
@@ -398,7 +405,7 @@ static void rs_next_sequential(pat_gen *g, pat_step *ps)
         } else { /* phase 4: the fully reduced part, into the output */
             ps->recvDim = 0;
             ps->sendDim = -1;
-            ps->inpIx = (int64_t)g->rank * g->count + g->offset;
+            ps->inpIx = data_ix(g, 0);
             ps->recvOffset = (g->phase2recv % pf) * g->nelem;
             ps->stepOffset = 0;
             ps->sendOffset = -1;
@@ -426,7 +433,7 @@ static void ag_next(pat_gen *g, pat_step *ps)
     } else if (g->phase == 0) { /* data of ranks further away, into the output */
         int s = a * g->aggDelta + g->as;
         skip = s >= nranks;
-        ps->outIx = (int64_t)((g->rank + s) % nranks) * g->count + g->offset;
+        ps->outIx = data_ix(g, s);
         ps->sendDim = -1;
         ps->recvDim = 0;
         ps->inpIx = 0;
@@ -440,7 +447,7 @@ static void ag_next(pat_gen *g, pat_step *ps)
         skip = s >= nranks;
         ps->sendDim = first_bit(s, g->nrPow2);
         s -= 1 << ps->sendDim;
-        ps->outIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+        ps->outIx = data_ix(g, s);
         ps->recvDim = s ? first_bit(s, g->nrPow2) : -1;
         ps->sendOffset = ps->recvOffset = (a % pf) * g->nelem;
         ps->postSend = a % pf == pf - 1 || (a + 1) * g->aggDelta + g->as >= nranks;
@@ -470,7 +477,7 @@ static void ag_next(pat_gen *g, pat_step *ps)
         s -= 1 << ps->sendDim;
         ps->sendOffset = (a % pf) * g->nelem;
         ps->stepOffset = a / pf;
-        ps->outIx = (int64_t)((g->rank + nranks + s) % nranks) * g->count + g->offset;
+        ps->outIx = data_ix(g, s);
         ps->recvDim = s ? first_bit(s, g->nrPow2) : -1;
         if (ps->recvDim == -1) {
             ps->recvOffset = -1;

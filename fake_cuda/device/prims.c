@@ -20,8 +20,6 @@
 #define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-static inline void store_rel(volatile uint64_t *p, uint64_t v) { fc_prims_post(p, v); }
-
 void fc_prims_post(volatile uint64_t *counter, uint64_t value) { __atomic_store_n(counter, value, __ATOMIC_RELEASE); }
 
 /* ---- connections ---- */
@@ -119,7 +117,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
         if (!fc_prims_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
         uint64_t s = *p->recv[i].step;
         p->rstep[i] = (s + round - 1) / round * round;
-        if (cfg->proto == FC_NCCL_PROTO_SIMPLE) store_rel(p->recv[i].head, p->rstep[i]);
+        if (cfg->proto == FC_NCCL_PROTO_SIMPLE) fc_prims_post(p->recv[i].head, p->rstep[i]);
         p->nrecv++;
     }
     for (int i = 0; i < nsendMax && sendPeers[i] >= 0; i++) {
@@ -240,9 +238,9 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
         if (recv)
-            for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, p->rstep[i] += (uint64_t)sps);
+            for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, p->rstep[i] += (uint64_t)sps);
         if (send)
-            for (int i = 0; i < p->nsend; i++) store_rel(p->send[i].tail, p->sstep[i] += (uint64_t)sps);
+            for (int i = 0; i < p->nsend; i++) fc_prims_post(p->send[i].tail, p->sstep[i] += (uint64_t)sps);
         fc_task_progress(p->t);
         offset += n;
     }
@@ -335,7 +333,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
         }
     if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, ++p->rstep[i]);
     if (send)
         for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
     fc_task_progress(p->t);
@@ -409,17 +407,17 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
             for (size_t j = 0; j < nlines; j++) {
                 memcpy((void *)(words + j * LL128_LINE_WORDS), result + j * (LL128_LINE_WORDS - 1),
                        (LL128_LINE_WORDS - 1) * 8);
-                store_rel(&words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1], flag);
+                fc_prims_post(&words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1], flag);
             }
         }
     if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
         for (int i = 0; i < p->nsend; i++) {
             p->sstep[i]++;
-            if (p->send[i].fifo) store_rel(p->send[i].tail, p->sstep[i]);
+            if (p->send[i].fifo) fc_prims_post(p->send[i].tail, p->sstep[i]);
         }
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) store_rel(p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, ++p->rstep[i]);
     fc_task_progress(p->t);
 }
 

@@ -28,16 +28,6 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
     p.set_defaults(func=cmd_clean)
 
 
-def _alive(pid: str) -> bool:
-    """Whether the launch with this pid still runs. A reused pid keeps a dead
-    launch's run alive in our eyes: the safe way to be wrong."""
-    try:
-        stat = Path(f"/proc/{int(pid)}/stat").read_text()
-    except (OSError, ValueError):
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"  # a zombie has ended
-
-
 def orphans(run_dir: Optional[Path]) -> list[int]:
     """Processes of the run in run_dir, or of every run whose launch is gone."""
     found = []
@@ -45,7 +35,9 @@ def orphans(run_dir: Optional[Path]) -> list[int]:
         if run_dir is not None:
             hit = env.get(cleanup.RUN_DIR) == str(run_dir)
         else:
-            hit = not _alive(env.get(cleanup.LAUNCH_PID, ""))
+            # A reused pid keeps a dead launch's run alive in our eyes: the safe way to be wrong.
+            launch = env.get(cleanup.LAUNCH_PID, "")
+            hit = not (launch.isdigit() and cleanup.running(int(launch)))
         if hit:
             found.append(pid)
     return found

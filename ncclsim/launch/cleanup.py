@@ -70,13 +70,13 @@ def kill_all(find: Callable[[], list[int]], grace: float = 2.0) -> list[int]:
     # A killed process leaves the list as its environment goes, before its
     # mappings do: wait for them too, or its shared memory looks still in use.
     deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and any(_exiting(pid) for pid in victims):
+    while time.monotonic() < deadline and any(running(pid) for pid in victims):
         time.sleep(0.02)
     return victims
 
 
-def _exiting(pid: int) -> bool:
-    """Still there and not yet a zombie (which holds no memory)."""
+def running(pid: int) -> bool:
+    """The process exists and has not ended (a zombie has: it holds no memory)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:

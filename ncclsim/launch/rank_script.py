@@ -23,8 +23,8 @@ rank=${{{{PMI_RANK:-${{{{OMPI_COMM_WORLD_RANK:-${{{{PMIX_RANK:-${{{{SLURM_PROCID
 run={{root}}
 host=$((rank / {{per_host}}))
 . "{_HOST.env}"
-echo "$$" >"{_RANK.pid}"
 cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
+echo "$$" >"{_RANK.pid}"
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
 "$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?

@@ -177,11 +177,14 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                     shown = n
                     err.write(f"ncclsim: {n}/{nranks} {unit} initialised\n")
                     err.flush()
-                if proc.poll() is not None:
-                    break
+                # Read before the ranks' files: a run mpiexec ended (it aborts the
+                # job when a rank's process dies) is looked at once more.
+                ended = proc.poll() is not None
                 failed = [r for r in range(nranks) if (run.rank(r).status() or 0) != 0]
                 if first_failure is None:  # later losses follow from the first failure (mpiexec's abort)
                     failed += wrappers.check()
+                if ended:
+                    break
                 if failed and first_failure is None:
                     first_failure = time.monotonic()
                 if first_failure is not None and time.monotonic() - first_failure > FAILURE_GRACE:

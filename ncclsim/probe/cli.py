@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
+from ncclsim.commands import add_command
 from ncclsim.platform.env import SimOptions, simulation_env
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
@@ -21,12 +22,10 @@ SCHEMA_VERSION = 1
 
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
-    probe = sub.add_parser("probe", help="run the built-in NCCL workload (alone or under MPI)",
-                           description="Initialise NCCL over the GPUs of this process (or of every "
-                                       "MPI process), run the chosen operations, destroy. Run it "
-                                       'on the simulated platform (`eval "$(ncclsim env)"`).')
-    add_arguments(probe)
-    probe.set_defaults(func=cmd_probe)
+    add_command(sub, "probe", "run the built-in NCCL workload (alone or under MPI)",
+                "Initialise NCCL over the GPUs of this process (or of every MPI process), run the chosen "
+                'operations, destroy. Run it on the simulated platform (`eval "$(ncclsim env)"`).',
+                add_arguments, cmd_probe)
 
 
 def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,

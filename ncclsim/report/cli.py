@@ -9,18 +9,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ncclsim import NcclsimError
-from ncclsim.report.build import build_report, write_run_json
-from ncclsim.rundir import RUN_JSON
+from ncclsim.commands import add_command
 from ncclsim.platform.models import GpuCatalog
-from ncclsim.report.summary import summary_text
+from ncclsim.rundir import RUN_JSON
 
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
-    report = sub.add_parser("report", help="summarise a run directory (rings, trees, transports, ...)",
-                            description="Read a run directory's NCCL logs and dumps; print what NCCL "
-                                        f"built and save it as RUN_DIR/{RUN_JSON}.")
-    add_arguments(report)
-    report.set_defaults(func=lambda args, environ, out, catalog: execute(args))
+    add_command(sub, "report", "summarise a run directory (rings, trees, transports, ...)",
+                f"Read a run directory's NCCL logs and dumps; print what NCCL built and save it as "
+                f"RUN_DIR/{RUN_JSON}.", add_arguments, lambda args, environ, out, catalog: execute(args))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +28,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Prints the report; NcclsimError (no such directory, no logs) is the caller's to turn into exit 2."""
+    from ncclsim.report.build import build_report, write_run_json  # not loaded for other commands
+    from ncclsim.report.summary import summary_text
     report = build_report(args.run_dir)
     if not args.no_write:
         try:

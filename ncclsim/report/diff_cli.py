@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Mapping, TextIO
 
 from ncclsim.platform.models import GpuCatalog
-from ncclsim.report import diff
 
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
@@ -25,6 +24,7 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 
 
 def cmd_diff(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, catalog: GpuCatalog) -> int:
+    from ncclsim.report import diff  # the report's reader loads for this command only
     diffs = diff.diff_paths(args.a, args.b)
     if args.json:
         out.write(json.dumps(diff.to_json(diffs), indent=1) + "\n")

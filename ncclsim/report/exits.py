@@ -4,27 +4,20 @@ that every check passed, however complete NCCL's logs look."""
 
 from __future__ import annotations
 
-import signal
 from typing import Any, Optional, Sequence
 
 from ncclsim.report.model import Check, RankInfo
+from ncclsim.stop_signals import name as signal_name
 from ncclsim.report.summary import rank_ranges
 
 CHECK_NAME = "every rank exited with status 0"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 def _how(status: Optional[int]) -> str:
     if status is None:
         return "did not finish"
     if status > 128:
-        return f"killed by {_signal_name(status - 128)}"
+        return f"killed by {signal_name(status - 128)}"
     return f"exited with status {status}"
 
 
@@ -35,7 +28,7 @@ def exit_check(launch: Optional[dict[str, Any]], ranks: Sequence[RankInfo]) -> O
         statuses = {r.get("rank"): r.get("status") for r in launch["ranks"] if isinstance(r, dict)}
         problems = []
         if launch.get("stopped_by_signal"):
-            problems.append(f"the launch was stopped by {_signal_name(int(launch['stopped_by_signal']))}")
+            problems.append(f"the launch was stopped by {signal_name(int(launch['stopped_by_signal']))}")
         if launch.get("timed_out"):
             problems.append("the launch timed out")
         for rank in launch.get("wrappers_killed") or []:

@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import stop_signals
 from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
+from ncclsim.commands import add_command
 from ncclsim.launch.options import check_environment
 from ncclsim.nccl import wheels
 from ncclsim.platform.models import GpuCatalog
@@ -25,13 +26,11 @@ DEFAULT_OUT = Path("ncclsim-sweeps")
 
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
-    sweep = sub.add_parser("sweep", help="run launch over shapes, NCCL releases and settings (for CI)",
-                           description="Run `ncclsim launch` for every combination of presets, host "
-                                       "and GPU counts, NCCL releases and settings; print a table "
-                                       "(and JSON/CSV) of what NCCL built in each; exit 1 when a run "
-                                       "fails or an --expect does not hold.")
-    add_arguments(sweep)
-    sweep.set_defaults(func=lambda args, environ, out, catalog: execute(args, environ, out))
+    add_command(sub, "sweep", "run launch over shapes, NCCL releases and settings (for CI)",
+                "Run `ncclsim launch` for every combination of presets, host and GPU counts, NCCL releases "
+                "and settings; print a table (and JSON/CSV) of what NCCL built in each; exit 1 when a run "
+                "fails or an --expect does not hold.",
+                add_arguments, lambda args, environ, out, catalog: execute(args, environ, out))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -86,8 +85,8 @@ def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
             err: TextIO = sys.stderr) -> int:
     points = _points(args)
-    for p in points[:1]:  # what launch would refuse in every run, refused once
-        check_environment({**environ, **dict(p.env)})
+    if points:  # what launch would refuse in every run (every point sets the same names), refused once
+        check_environment({**environ, **dict(points[0].env)})
     expectations = [expect.parse(e) for e in args.expect]
     command = list(args.command)
     if command and command[0] == "--":

@@ -21,15 +21,13 @@ from typing import Any, Optional, Sequence, TextIO
 from lxml import etree
 
 from ncclsim import NcclsimError
-from ncclsim.topology.host_artifacts import write_host_artifacts
-from ncclsim.commands import emit_json
+from ncclsim.commands import add_command, emit_json
 from ncclsim.cluster.build import build_cluster
 from ncclsim.cluster.presets import DEFAULT_PRESET, Preset, available_presets, load_preset
 from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.topology import import_cli
 from ncclsim.topology.host_summary import HostSummary, plural
 from ncclsim.topology.validate import validate_topology
-from ncclsim.topology.xml_writer import TopologyXmlWriter
 
 SCHEMA_VERSION = 1
 PRESET_SUFFIXES = (".yaml", ".yml")
@@ -45,12 +43,10 @@ def register(sub: Any, catalog: GpuCatalog, actions: Sequence[Any] = ()) -> None
     """`ncclsim topo ACTION`. `actions`: modules adding further actions with
     `add_parser(sub)` (`render`, which also draws runs and so lives above the
     report package)."""
-    topo = sub.add_parser("topo", help="generate, validate, import and draw topologies (presets, NCCL XML)",
-                          description="Cluster topologies as files: per-host NCCL topology XML "
-                                      "and platform files from a preset, their validation, specs "
-                                      "imported from real machines, and pictures.")
-    add_arguments(topo, actions)
-    topo.set_defaults(func=lambda args, environ, out, catalog: execute(args, out, catalog))
+    add_command(sub, "topo", "generate, validate, import and draw topologies (presets, NCCL XML)",
+                "Cluster topologies as files: per-host NCCL topology XML and platform files from a preset, "
+                "their validation, specs imported from real machines, and pictures.",
+                lambda p: add_arguments(p, actions), lambda args, environ, out, catalog: execute(args, out, catalog))
 
 
 def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> None:
@@ -122,6 +118,7 @@ def cmd_generate(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> 
                             catalog=catalog)
     # Absolute paths: the summary is handed to launchers running elsewhere.
     output = args.output.expanduser().resolve()
+    from ncclsim.topology.host_artifacts import write_host_artifacts  # jinja2: only when writing XML
     written = write_host_artifacts(cluster, output, catalog)
     if args.json:
         _emit_json(out, {
@@ -168,6 +165,7 @@ def _validate_spec(path: Path, catalog: GpuCatalog) -> tuple[str, HostSummary]:
     # Building one host catches what the format alone cannot (unknown GPU model,
     # more NVLinks than the model has); rendering validates its XML.
     (host,) = build_cluster(preset, hosts=1, catalog=catalog).hosts
+    from ncclsim.topology.xml_writer import TopologyXmlWriter  # jinja2: only when writing XML
     TopologyXmlWriter().render(host, preset.name)
     return preset.name, HostSummary.of_host(host)
 

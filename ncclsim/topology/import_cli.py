@@ -12,7 +12,6 @@ from ncclsim.files import write_atomically
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import TOPO_DUMP
 from ncclsim.topology.host_summary import HostSummary
-from ncclsim.topology.importers import TopoImportError, import_topology
 
 SCHEMA_VERSION = 1
 SPEC_SUFFIXES = (".yaml", ".yml")
@@ -41,6 +40,8 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> int:
+    # The importers (and the XML writer they check with) load for this command only.
+    from ncclsim.topology.importers import TopoImportError, import_topology
     output: Path = args.output.expanduser()
     if output.suffix not in SPEC_SUFFIXES or not output.stem:
         raise TopoImportError(f"-o {output}: a spec file ends in .yaml (or .yml), so that "
