@@ -118,6 +118,7 @@ void fc_platform_default(fc_platform *p, int host_index)
         g->numa_node = i < 4 ? 0 : 1;
         default_nvlinks(g, domain);
     }
+    p->multicast = 1; /* an HGX H100 board: NVSwitch gen 3 with multicast */
 }
 
 const fc_gpu_model *fc_gpu_model_find(const char *key_or_name)
@@ -226,6 +227,9 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
                 p->driver_version = (int)x;
             } else if (strcmp(key, "hostname") == 0) {
                 snprintf(p->hostname, sizeof p->hostname, "%s", val);
+            } else if (strcmp(key, "multicast") == 0) {
+                if (parse_int(val, 0, 1, &x)) FAIL("multicast must be 0 or 1, got \"%s\"", val);
+                p->multicast = (int)x;
             } else FAIL("unknown key \"%s\" in [platform]", key);
         } else if (section == GPU) {
             int i = p->ngpus - 1;

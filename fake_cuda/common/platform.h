@@ -1,9 +1,9 @@
 /* The simulated platform one process sees: its host and that host's GPUs.
  *
  * Loaded once per process from the file named by NCCLSIM_PLATFORM (written by
- * ncclsim's Python side), or built from defaults: 8 x H100 on the host whose
- * index is NCCL_HOSTID's trailing number (or 0), named NCCL_HOSTID as given
- * (empty when unset). Shared by libcuda.so.1 and libnvidia-ml.so.1 so that the
+ * ncclsim's Python side), or built from defaults: 8 x H100 on NVSwitches with
+ * multicast, on the host whose index is NCCL_HOSTID's trailing number (or 0),
+ * named NCCL_HOSTID as given (empty when unset). Shared by libcuda.so.1 and libnvidia-ml.so.1 so that the
  * driver and NVML always describe the same devices.
  *
  * File format (one `key = value` per line, `#` comments, sections):
@@ -13,6 +13,10 @@
  *   hostname = ncclsim-h0          (informational here, named by ncclsim's Python
  *                                   side; empty when absent)
  *   driver_version = 13000
+ *   multicast = 1                  (optional, default 0: the host's NVSwitches offer
+ *                                   multicast objects, NVLink SHARP; the driver
+ *                                   then answers CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
+ *                                   with the GPU model's value)
  *   [gpu]                          (one section per GPU, in ordinal order)
  *   model = h100                   (key of ncclsim/platform/gpu_models.json)
  *   bus_id = 0000:18:00.0
@@ -83,6 +87,7 @@ typedef struct fc_nic {
 typedef struct fc_platform {
     int host_index;
     int driver_version;
+    int multicast; /* NVSwitch multicast (NVLS) available to the host's GPUs */
     char hostname[256];
     char source[1024]; /* file it came from, or "built-in default" */
     int ngpus;

@@ -33,6 +33,12 @@ static const algorithm algorithms[] = {
     /* one GPU per host; Simple only */
     ROW_(AllGather, PAT, SIMPLE, COLL, fc_allgather_pat, NULL),
     ROW_(ReduceScatter, PAT, SIMPLE, COLL, fc_reducescatter_pat, NULL),
+    /* NVLink SHARP: GPUs on NVSwitches with multicast; Simple only; NVLS
+     * within one host (across hosts it goes through CollNet), NVLSTree across */
+    ROW_(AllReduce, NVLS, SIMPLE, COLL, fc_allreduce_nvls, NULL),
+    ROW_(AllGather, NVLS, SIMPLE, COLL, fc_allgather_nvls, NULL),
+    ROW_(ReduceScatter, NVLS, SIMPLE, COLL, fc_reducescatter_nvls, NULL),
+    ROW_(AllReduce, NVLS_TREE, SIMPLE, COLL, fc_allreduce_nvls_tree, NULL),
     /* the function names no algorithm or protocol; each work item says LL or Simple */
     {FC_NCCL_COLL_SendRecv, -1, -1, FC_NCCL_WORK_P2P, NULL, fc_sendrecv_batch},
 };
@@ -75,7 +81,12 @@ bool fc_algo_unsupported(const fc_nccl_launch *l, char *why, size_t n)
             return true;
         }
         for (int k = 0; k < b->nworks; k++) {
-            if (!uses_registered_buffers(b, &l->works[b->first_work + k])) continue;
+            const fc_nccl_work *w = &l->works[b->first_work + k];
+            if (b->func->algo == FC_NCCL_ALGO_NVLS && !w->coll.oneNode) {
+                snprintf(why, n, "%s across hosts (NVLS with CollNet)", name);
+                return true;
+            }
+            if (!uses_registered_buffers(b, w)) continue;
             if (b->workType == FC_NCCL_WORK_P2P) snprintf(why, n, "send/receive with registered user buffers");
             else snprintf(why, n, "%s with registered user buffers", name);
             return true;

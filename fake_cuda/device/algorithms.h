@@ -38,6 +38,10 @@ void fc_reduce_ring(fc_coll *c);        /* ring.c */
 void fc_allreduce_tree(fc_coll *c);     /* tree.c */
 void fc_allgather_pat(fc_coll *c);      /* pat.c */
 void fc_reducescatter_pat(fc_coll *c);  /* pat.c */
+void fc_allreduce_nvls(fc_coll *c);      /* nvls.c */
+void fc_allreduce_nvls_tree(fc_coll *c); /* nvls.c */
+void fc_allgather_nvls(fc_coll *c);      /* nvls.c */
+void fc_reducescatter_nvls(fc_coll *c);  /* nvls.c */
 
 /* A whole batch on one channel, for work that moves together. */
 typedef void (*fc_algo_batch_fn)(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b);

@@ -61,6 +61,10 @@ typedef struct {
     int ring_prev, ring_next, ring_index;
     uintptr_t ring_userRanks; /* int[nRanks]: the ring's ranks starting at this one */
     int tree_up, tree_down[3];
+    struct { /* ncclNvls: peers nRanks+1+h are the NVLS heads */
+        int out, nHeads, headRank, down, treeUp, treeDown[3];
+        int up[32]; /* NCCL_MAX_NVLS_ARITY */
+    } nvls;
 } fc_nccl_channel;
 
 typedef struct fc_nccl_launch {

@@ -59,6 +59,12 @@ typedef struct {
     X(channel) X(channel_peers) X(channel_ring_prev) X(channel_ring_next) X(channel_ring_userRanks) \
     X(channel_ring_rankToIndex) X(channel_ring_index) X(channel_tree_depth) X(channel_tree_up)     \
     X(channel_tree_down) X(channel_workFifoDone) X(channel_workCounter)                            \
+    /* ncclDevChannel.collnetChain (ncclTree), .collnetDirect (ncclDirect), .nvls (ncclNvls) */    \
+    X(channel_collnetChain_up) X(channel_collnetChain_down) X(channel_collnetDirect_out)           \
+    X(channel_collnetDirect_nHeads) X(channel_collnetDirect_headRank) X(channel_collnetDirect_shift) \
+    X(channel_collnetDirect_heads) X(channel_collnetDirect_up) X(channel_collnetDirect_down)       \
+    X(channel_nvls_out) X(channel_nvls_nHeads) X(channel_nvls_headRank) X(channel_nvls_up)         \
+    X(channel_nvls_down) X(channel_nvls_treeUp) X(channel_nvls_treeDown)                           \
     /* ncclDevChannelPeer: send[NCCL_MAX_CONNS], recv[NCCL_MAX_CONNS] of ncclConnInfo */           \
     X(peer) X(peer_send) X(peer_recv)                                                              \
     /* ncclConnInfo */                                                                             \
@@ -71,6 +77,7 @@ typedef struct {
 /* JSON "const.a.b" -> member a_b (int). */
 #define FC_NCCL_CONSTS(X)                                                                          \
     X(NCCL_STEPS) X(NCCL_NUM_PROTOCOLS) X(MAXCHANNELS) X(NCCL_MAX_CONNS) X(NCCL_MAX_TREE_ARITY)    \
+    X(NCCL_MAX_NVLS_ARITY) X(NCCL_MAX_NVLS_TREE_ARITY) X(NCCL_MAX_DIRECT_ARITY)                    \
     X(ALLREDUCE_SLICESTEPS) X(ALLREDUCE_CHUNKSTEPS) X(ALLGATHER_SLICESTEPS)                        \
     X(ALLGATHER_CHUNKSTEPS) X(REDUCESCATTER_SLICESTEPS) X(REDUCESCATTER_CHUNKSTEPS)                \
     X(BROADCAST_SLICESTEPS) X(BROADCAST_CHUNKSTEPS) X(REDUCE_SLICESTEPS) X(REDUCE_CHUNKSTEPS)      \

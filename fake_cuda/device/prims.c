@@ -22,6 +22,48 @@
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 void fc_prims_post(volatile uint64_t *counter, uint64_t value) { __atomic_store_n(counter, value, __ATOMIC_RELEASE); }
 
+/* ---- multicast (NVLS) ---- */
+
+static inline volatile uint64_t *copy_of(volatile uint64_t *x, const fc_mc_view *v, int i)
+{
+    return (volatile uint64_t *)((intptr_t)x + v->delta[i]);
+}
+
+/* A credit: multimem.ld_reduce.acquire.min over the team when multicast. */
+static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr)
+{
+    const fc_mc_view *v = c->mc_credits;
+    if (!v) return load_acq(ptr);
+    uint64_t m = UINT64_MAX;
+    for (int i = 0; i < v->n; i++) {
+        uint64_t x = load_acq(copy_of(ptr, v, i));
+        if (x < m) m = x;
+    }
+    return m;
+}
+
+void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t value)
+{
+    const fc_mc_view *v = c->mc_credits;
+    if (!v) {
+        fc_prims_post(counter, value);
+        return;
+    }
+    for (int i = 0; i < v->n; i++) fc_prims_post(copy_of(counter, v, i), value);
+}
+
+/* Every copy of a multicast buffer address (or the address itself). */
+static int buffer_copies(const fc_conn *c, char *at, char **out)
+{
+    const fc_mc_view *v = c->mc;
+    if (!v) {
+        out[0] = at;
+        return 1;
+    }
+    for (int i = 0; i < v->n; i++) out[i] = at + v->delta[i];
+    return v->n;
+}
+
 /* ---- connections ---- */
 
 static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t step)
@@ -78,6 +120,18 @@ bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, 
                     connIndex, peer);
         return false;
     }
+    /* NVLS: the head's buffers and credits may be multicast; they can be used
+     * once every GPU of the team has bound its memory. */
+    const fc_mc_view *mc = NULL, *mc_credits = NULL;
+    int rb, rc;
+    while ((rb = fc_multicast_view(buff, 1, &mc)) < 0 || (rc = fc_multicast_view(head, 8, &mc_credits)) < 0) {
+        if (fc_emu_stopped(e)) return false;
+        snprintf(p->waiting, sizeof p->waiting, "%s: %s connection %d to rank %d: waiting for every GPU to bind "
+                 "its memory to the multicast object", p->who, side, connIndex, peer);
+        fc_task_block(p->t, p->waiting);
+    }
+    out->mc = rb > 0 ? mc : NULL;
+    out->mc_credits = rc > 0 ? mc_credits : NULL;
     out->peer = peer;
     out->buff = (char *)buff;
     out->head = (volatile uint64_t *)head;
@@ -117,7 +171,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
         if (!fc_prims_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
         uint64_t s = *p->recv[i].step;
         p->rstep[i] = (s + round - 1) / round * round;
-        if (cfg->proto == FC_NCCL_PROTO_SIMPLE) fc_prims_post(p->recv[i].head, p->rstep[i]);
+        if (cfg->proto == FC_NCCL_PROTO_SIMPLE) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i]);
         p->nrecv++;
     }
     for (int i = 0; i < nsendMax && sendPeers[i] >= 0; i++) {
@@ -149,16 +203,16 @@ static void describe(fc_prims *p, const char *what, bool send, int peer, uint64_
              send ? "to" : "from", peer, (unsigned long long)step, seen, (unsigned long long)value);
 }
 
-/* Block until *ptr + ahead >= want, in the kernel's unsigned 64-bit
+/* Block until the counter + ahead >= want, in the kernel's unsigned 64-bit
  * arithmetic (a proxy with shared buffers starts the head at -NCCL_STEPS);
  * false when the kernel is aborted meanwhile. */
-static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, uint64_t want, const char *what,
-                         bool send, int peer)
+static bool wait_counter(fc_prims *p, const fc_conn *c, volatile uint64_t *ptr, uint64_t ahead, uint64_t want,
+                         const char *what, bool send)
 {
-    uint64_t v = load_acq(ptr);
+    uint64_t v = load_credit(c, ptr);
     if (v + ahead >= want) return true;
-    describe(p, what, send, peer, want, send ? "head" : "tail", v);
-    while ((v = load_acq(ptr)) + ahead < want) {
+    describe(p, what, send, c->peer, want, send ? "head" : "tail", v);
+    while ((v = load_credit(c, ptr)) + ahead < want) {
         if (aborted(p)) return false;
         fc_task_block(p->t, p->waiting);
     }
@@ -168,8 +222,8 @@ static bool wait_counter(fc_prims *p, volatile uint64_t *ptr, uint64_t ahead, ui
 bool fc_prims_conn_wait(fc_prims *p, const fc_conn *c, bool send, uint64_t want)
 {
     /* A sender may run NCCL_STEPS steps ahead of the credit its receiver gave. */
-    if (send) return wait_counter(p, c->head, (uint64_t)p->e->L->NCCL_STEPS, want, "waiting for credit", true, c->peer);
-    return wait_counter(p, c->tail, 0, want, "waiting for data", false, c->peer);
+    if (send) return wait_counter(p, c, c->head, (uint64_t)p->e->L->NCCL_STEPS, want, "waiting for credit", true);
+    return wait_counter(p, c, c->tail, 0, want, "waiting for data", false);
 }
 
 static bool wait_recv(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_wait(p, &p->recv[i], false, want); }
@@ -208,6 +262,10 @@ static void take_source(const fc_prims *p, void *dst, size_t bytes, int src, int
 
 /* ---- Simple (prims_simple.h genericOp) ---- */
 
+/* Room for the sources or destinations of one step: the user's buffer, one
+ * slot per peer, and the team's copies behind one multicast slot. */
+#define MAX_BUFS (1 + FC_PRIMS_MAX_PEERS + FC_MC_MAX_TEAM)
+
 static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
                       int64_t nelem, bool post)
 {
@@ -219,8 +277,8 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
     int64_t offset = 0;
     for (int slice = 0; slice < spc; slice++) {
         int64_t n = sliceSize < nelem - offset ? sliceSize : nelem - offset;
-        const void *srcs[1 + FC_PRIMS_MAX_PEERS];
-        void *dsts[1 + FC_PRIMS_MAX_PEERS];
+        const void *srcs[MAX_BUFS];
+        void *dsts[MAX_BUFS];
         int nsrcs = 0, ndsts = 0;
         if (src != FC_BUF_NONE) srcs[nsrcs++] = p->bufs[src] + (srcIx + offset) * (int64_t)p->esz;
         if (dst != FC_BUF_NONE) dsts[ndsts++] = p->bufs[dst] + (dstIx + offset) * (int64_t)p->esz;
@@ -228,22 +286,83 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
             for (int i = 0; i < p->nrecv; i++) {
                 if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
                 if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fc_prims_conn_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
-                srcs[nsrcs++] = simple_slot(p, &p->recv[i], p->rstep[i]);
+                nsrcs += buffer_copies(&p->recv[i], simple_slot(p, &p->recv[i], p->rstep[i]), (char **)&srcs[nsrcs]);
             }
         if (send)
             for (int i = 0; i < p->nsend; i++) {
                 if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
                 fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
-                dsts[ndsts++] = simple_slot(p, &p->send[i], p->sstep[i]);
+                ndsts += buffer_copies(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
         if (recv)
-            for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, p->rstep[i] += (uint64_t)sps);
+            for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);
         if (send)
-            for (int i = 0; i < p->nsend; i++) fc_prims_post(p->send[i].tail, p->sstep[i] += (uint64_t)sps);
+            for (int i = 0; i < p->nsend; i++) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i] += (uint64_t)sps);
         fc_task_progress(p->t);
         offset += n;
     }
+}
+
+/* ---- Simple scatter and gather (prims_simple.h ScatterGatherOp) ---- */
+
+static void scatter_gather(fc_prims *p, bool send, int64_t bufIx, int64_t totalElem, int64_t peerElem,
+                           int64_t peerOffset, int skip, int shift, bool postOp)
+{
+    if (!p->ok || aborted(p)) return;
+    int spc = p->slicePerChunk, sps = p->stepPerSlice;
+    int npeers = send ? p->nsend : p->nrecv;
+    int64_t sliceSize = (int64_t)p->stepElems * sps;
+    int64_t dataSize = div_up(peerElem, 16 * spc) * 16; /* per peer and slice */
+    if (dataSize < sliceSize / 32) dataSize = sliceSize / 32;
+    int64_t offset = 0;
+    for (int slice = 0; slice < spc; slice++) {
+        int64_t realSize = peerElem - offset < dataSize ? peerElem - offset : dataSize;
+        if (realSize < 0) realSize = 0;
+        for (int i = 0; i < npeers; i++) {
+            if (send ? !wait_send(p, i, p->sstep[i] + (uint64_t)sps) : !wait_recv(p, i, p->rstep[i] + (uint64_t)sps))
+                return;
+            if (send) fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], realSize * (int64_t)p->esz);
+        }
+        for (int j = 0; j < npeers; j++) {
+            int i = (j + shift) % npeers;
+            int64_t pOffset = i * peerOffset;
+            if (skip >= 0 && i >= skip) pOffset += peerOffset;
+            int64_t n = realSize < totalElem - pOffset ? realSize : totalElem - pOffset;
+            if (n <= 0) continue;
+            const void *srcs[MAX_BUFS];
+            void *dsts[MAX_BUFS];
+            int ndsts;
+            if (send) {
+                srcs[0] = p->bufs[FC_BUF_INPUT] + (bufIx + pOffset + offset) * (int64_t)p->esz;
+                ndsts = buffer_copies(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (char **)dsts);
+                combine(p, srcs, 1, dsts, ndsts, (size_t)n, true, false);
+            } else {
+                char *slot = simple_slot(p, &p->recv[i], p->rstep[i]);
+                int nsrcs = buffer_copies(&p->recv[i], slot, (char **)srcs);
+                dsts[0] = p->bufs[FC_BUF_OUTPUT] + (bufIx + pOffset + offset) * (int64_t)p->esz;
+                combine(p, srcs, nsrcs, dsts, 1, (size_t)n, false, postOp);
+            }
+        }
+        for (int i = 0; i < npeers; i++) {
+            if (send) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i] += (uint64_t)sps);
+            else fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);
+        }
+        fc_task_progress(p->t);
+        offset += realSize;
+    }
+}
+
+void fc_prims_scatter(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
+                      int shift)
+{
+    scatter_gather(p, true, bufIx, totalElem, peerElem, peerOffset, skip, shift, false);
+}
+
+void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
+                     int shift, bool postOp)
+{
+    scatter_gather(p, false, bufIx, totalElem, peerElem, peerOffset, skip, shift, postOp);
 }
 
 /* ---- LL (prims_ll.h LLGenericOp): 8 data bytes per 16-byte line ---- */

@@ -18,10 +18,11 @@
 #include <stdint.h>
 
 #include "decode.h"
+#include "device_link.h"
 #include "reduce.h"
 #include "tasks.h"
 
-#define FC_PRIMS_MAX_PEERS 3 /* NCCL_MAX_TREE_ARITY */
+#define FC_PRIMS_MAX_PEERS 32 /* NCCL_MAX_NVLS_ARITY; trees have 3 (NCCL_MAX_TREE_ARITY) */
 
 typedef struct fc_emu fc_emu;
 
@@ -33,6 +34,12 @@ typedef struct {
     int stepSize;                /* bytes between Simple steps (conn->stepSize) */
     volatile char *fifo;         /* ncclConnFifo[NCCL_STEPS], NULL when none */
     volatile uint64_t *step;     /* conn->step: where the kernel keeps its step between launches */
+    /* NVLS: a buffer or credits at a multicast address (NULL: plain memory).
+     * Reading the credits is NCCL's multimem.ld_reduce.min over the team,
+     * storing writes every member's copy; data read from the buffer is the
+     * team's reduction (multimem.ld_reduce), data written goes to every copy
+     * (multimem.st). */
+    const fc_mc_view *mc, *mc_credits;
 } fc_conn;
 
 enum { FC_BUF_NONE = -1, FC_BUF_INPUT = 0, FC_BUF_OUTPUT = 1 };
@@ -72,6 +79,15 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
  * negative nelem moves nothing but still takes the steps. */
 void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,
                  bool postOp);
+/* NCCL's ScatterGatherOp: scatter (send) peerElem elements of the input at
+ * bufIx + i * peerOffset to send peer i, or gather (receive) them from
+ * receive peer i into the output; elements past totalElem are not moved,
+ * skip >= 0 leaves out that peer's share of the buffer, shift rotates the
+ * order. Every connection takes one slice's steps per slice. */
+void fc_prims_scatter(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
+                      int shift);
+void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
+                     int shift, bool postOp);
 /* The destructor: the steps reached go back to each connection. */
 void fc_prims_fini(fc_prims *p);
 
@@ -88,6 +104,8 @@ bool fc_prims_conn_wait(fc_prims *p, const fc_conn *c, bool send, uint64_t want)
 void fc_prims_conn_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes);
 /* Store a head, tail or step counter for the peer (release). */
 void fc_prims_post(volatile uint64_t *counter, uint64_t value);
+/* The same for a connection's own head or tail, which may be multicast. */
+void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t value);
 
 /* NCCL's names for the calls the algorithms make (directX behaves as X
  * without registered buffers, which the emulation refuses at launch). */

@@ -40,7 +40,8 @@ static void check_conn(fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bo
     const fc_nccl_layout *L = l->rel->layout;
     if (peer < 0 || peer == l->rank) return; /* no connection to oneself */
     l->nconns++;
-    if (peer >= l->nRanks) {
+    /* Past the ranks: CollNet (nRanks), then the NVLS heads (channel.cc). */
+    if (peer > l->nRanks + L->NCCL_MAX_NVLS_ARITY) {
         l->nconns_bad++;
         fc_nccl_launch_error(l, "channel %d: peer %d is not a rank of %d", c->id, peer, l->nRanks);
         return;
@@ -99,7 +100,28 @@ static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const
             check_conn(l, c, upper, false, 0);
             check_conn(l, c, upper, true, 0);
         }
-    } /* CollNet, NVLS: not simulated yet */
+    } else if (algo == FC_NCCL_ALGO_NVLS || algo == FC_NCCL_ALGO_NVLS_TREE) {
+        /* scatter (send[1]) and gather (recv[1]) towards every head; a head's
+         * reduce (recv[0]) and broadcast (send[0]) through the multicast
+         * buffers; NVLSTree's heads also over the network, connIndex 0 */
+        int coll = b->func->coll;
+        for (int h = 0; h < c->nvls.nHeads && h < 32; h++) {
+            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.up[h], true, 1);
+            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.up[h], false, 1);
+        }
+        if (c->nvls.headRank >= 0 || coll == FC_NCCL_COLL_AllGather) {
+            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.down, false, 0);
+            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.down, true, 0);
+        }
+        if (algo == FC_NCCL_ALGO_NVLS_TREE && c->nvls.headRank >= 0) {
+            check_conn(l, c, c->nvls.treeUp, true, 0);
+            check_conn(l, c, c->nvls.treeUp, false, 0);
+            for (int d = 1; d < 3; d++) {
+                check_conn(l, c, c->nvls.treeDown[d], true, 0);
+                check_conn(l, c, c->nvls.treeDown[d], false, 0);
+            }
+        }
+    } /* CollNet: not simulated yet */
 }
 
 void fc_nccl_resolve(fc_nccl_launch *l)
@@ -147,6 +169,13 @@ void fc_nccl_resolve(fc_nccl_launch *l)
         c->ring_userRanks = fc_nccl_get(chan, L->channel_ring_userRanks);
         c->tree_up = (int)(int32_t)fc_nccl_get(chan, L->channel_tree_up);
         for (int d = 0; d < 3; d++) c->tree_down[d] = i32_element(chan, L->channel_tree_down, d);
+        c->nvls.out = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_out);
+        c->nvls.nHeads = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_nHeads);
+        c->nvls.headRank = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_headRank);
+        c->nvls.down = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_down);
+        c->nvls.treeUp = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_treeUp);
+        for (int d = 0; d < 3; d++) c->nvls.treeDown[d] = i32_element(chan, L->channel_nvls_treeDown, d);
+        for (int h = 0; h < 32; h++) c->nvls.up[h] = h < c->nvls.nHeads ? i32_element(chan, L->channel_nvls_up, h) : -1;
         for (int b = 0; b < c->nbatches; b++) check_batch_conns(l, c, &l->batches[c->first_batch + b]);
     }
     l->resolved = true;

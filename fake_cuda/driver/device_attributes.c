@@ -7,7 +7,7 @@
 
 /* Values not in the model data: features the simulated platform really
  * provides (VMM, POSIX-fd handles, pools, stream memory operations) say yes;
- * features it does not (multicast objects, fabric handles, MPS) say no. */
+ * features it does not (fabric handles, MPS) say no. */
 static const int common_defaults[FC_MAX_ATTRIBUTES] = {
     [A(MAXIMUM_TEXTURE1D_WIDTH)] = 131072,
     [A(MAXIMUM_TEXTURE2D_WIDTH)] = 131072,
@@ -113,8 +113,8 @@ int fc_device_attribute(CUdevice dev, int attr, bool *known)
     case A(GPU_PCI_SUBSYSTEM_ID): return (int)((m->pci_subsystem_id << 16) | 0x10de);
     case A(COMPUTE_CAPABILITY_MAJOR): return m->sm / 10;
     case A(COMPUTE_CAPABILITY_MINOR): return m->sm % 10;
-    /* Multicast objects (NVLS) are not simulated: say so rather than fail later. */
-    case A(MULTICAST_SUPPORTED): return 0;
+    /* Multicast objects need the GPU (sm90+) and NVSwitches that offer them. */
+    case A(MULTICAST_SUPPORTED): return fc_current_platform()->multicast && m->has[attr] ? m->attr[attr] : 0;
     case A(MAX_PERSISTING_L2_CACHE_SIZE):
         if (!m->has[attr]) return m->attr[A(L2_CACHE_SIZE)] / 4 * 3;
         break;

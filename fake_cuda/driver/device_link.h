@@ -32,6 +32,19 @@ CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
  * Simulated memory is identity mapped: addr can be dereferenced. */
 size_t fc_sim_memory_span(uintptr_t addr);
 
+/* multicast.c: the memory behind a multicast mapping. Copy i of an address x
+ * of the mapping, on the i-th device of the object's team, is x + delta[i],
+ * mapped in this process (it can be dereferenced). */
+#define FC_MC_MAX_TEAM 64
+typedef struct fc_mc_view {
+    int n; /* the team's size */
+    intptr_t delta[FC_MC_MAX_TEAM];
+} fc_mc_view;
+/* 1 with *view set when [addr, addr+len) lies in a multicast mapping every
+ * member has bound memory to (the view stays valid while it is mapped); 0
+ * when addr is no multicast address; -1 while a member has not bound yet. */
+int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **view);
+
 /* modules.c: the function's name ("?" for an invalid handle). */
 const char *fc_function_name(CUfunction f);
 

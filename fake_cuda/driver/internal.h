@@ -88,6 +88,7 @@ typedef enum {
     FC_MEM_MANAGED,        /* cuMemAllocManaged */
     FC_MEM_VMM_MAPPED,     /* cuMemMap of a cuMemCreate'd or imported handle */
     FC_MEM_IPC_MAPPED,     /* cuIpcOpenMemHandle of another process's memory */
+    FC_MEM_MULTICAST,      /* cuMemMap of a multicast object: address space without pages */
 } fc_mem_kind;
 
 typedef struct fc_alloc {

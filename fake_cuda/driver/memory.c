@@ -94,7 +94,7 @@ bool fc_registry_remove(uintptr_t base, fc_alloc *out)
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset)
 {
     fc_alloc a;
-    if (!fc_registry_find(addr, &a) || addr + len > a.base + a.size) return false;
+    if (!fc_registry_find(addr, &a) || addr + len > a.base + a.size || a.kind == FC_MEM_MULTICAST) return false;
     *fd = a.handle ? fc_vmm_handle_fd(a.handle) : a.fd;
     *offset = a.offset + (addr - a.base);
     return *fd >= 0;

@@ -12,36 +12,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "vmm_handle.h"
 
-#define GRANULARITY (2u << 20)
+#define GRANULARITY FC_VMM_GRANULARITY
 
-typedef struct fc_vmm_handle {
-    uint32_t magic;
-    int fd;
-    size_t size;
-    CUmemAllocationProp prop;
-    atomic_int refs; /* the handle itself + one per mapping */
-    bool counted;
-} fc_vmm_handle;
-#define VMM_MAGIC 0x766d6d68u
-
-static fc_vmm_handle *handle_of(CUmemGenericAllocationHandle h)
+fc_vmm_handle *fc_vmm_handle_of(CUmemGenericAllocationHandle h)
 {
     fc_vmm_handle *v = (fc_vmm_handle *)(uintptr_t)h;
     return v && v->magic == VMM_MAGIC ? v : NULL;
 }
 
-static void unref(fc_vmm_handle *v)
+void fc_vmm_handle_ref(fc_vmm_handle *v) { atomic_fetch_add(&v->refs, 1); }
+
+void fc_vmm_handle_unref(fc_vmm_handle *v)
 {
     if (atomic_fetch_sub(&v->refs, 1) != 1) return;
+    if (v->mc) fc_mc_free(v->mc);
     close(v->fd);
     if (v->counted) fc_mem_unreserve(v->prop.location.id, v->size);
     v->magic = 0;
     free(v);
 }
 
-static fc_vmm_handle *handle_new(int fd, size_t size, const CUmemAllocationProp *prop, bool counted)
+fc_vmm_handle *fc_vmm_handle_new(int fd, size_t size, const CUmemAllocationProp *prop, bool counted)
 {
     fc_vmm_handle *v = calloc(1, sizeof *v);
     if (!v) return NULL;
@@ -153,7 +146,7 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     snprintf(name, sizeof name, "ncclsim-vmm-%s%d", on_device ? "d" : "h", on_device ? prop->location.id : 0);
     int fd = memfd_create(name, MFD_CLOEXEC);
     fc_vmm_handle *v = NULL;
-    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) v = handle_new(fd, size, prop, on_device);
+    if (fd >= 0 && ftruncate(fd, (off_t)size) == 0) v = fc_vmm_handle_new(fd, size, prop, on_device);
     if (!v) {
         if (fd >= 0) close(fd);
         if (on_device) fc_mem_unreserve(prop->location.id, size);
@@ -167,10 +160,10 @@ FC_API CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 FC_API CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
     REQUIRE_INIT();
-    fc_vmm_handle *v = handle_of(handle);
+    fc_vmm_handle *v = fc_vmm_handle_of(handle);
     if (!v) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
     size_t size = v->size;
-    unref(v); /* memory lives on while mapped */
+    fc_vmm_handle_unref(v); /* memory lives on while mapped */
     API_RETURN(CUDA_SUCCESS, "\"size\":%zu", size);
 }
 
@@ -178,7 +171,7 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
                          unsigned long long flags)
 {
     REQUIRE_INIT();
-    fc_vmm_handle *v = handle_of(handle);
+    fc_vmm_handle *v = fc_vmm_handle_of(handle);
     if (!v || !ptr || !size || flags || offset + size > v->size || ptr % GRANULARITY)
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\",\"size\":%zu", (unsigned long long)ptr, size);
     if (!reserved(ptr, size))
@@ -186,12 +179,18 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
                    (unsigned long long)ptr);
     if (fc_registry_overlaps(ptr, size))
         API_RETURN(CUDA_ERROR_ALREADY_MAPPED, "\"ptr\":\"0x%llx\"", (unsigned long long)ptr);
-    void *p = mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, v->fd, (off_t)offset);
-    if (p == MAP_FAILED) API_RETURN(CUDA_ERROR_MAP_FAILED, "\"errno\":%d", errno);
-    atomic_fetch_add(&v->refs, 1);
+    /* A multicast range stays without pages: only NCCL's kernels use it, and
+     * their emulation reaches every device's bound memory behind it
+     * (fc_multicast_copies); a stray access faults instead of reading one copy. */
+    if (!v->mc) {
+        void *p = mmap((void *)ptr, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, v->fd, (off_t)offset);
+        if (p == MAP_FAILED) API_RETURN(CUDA_ERROR_MAP_FAILED, "\"errno\":%d", errno);
+    }
+    fc_vmm_handle_ref(v);
     bool host = v->prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE;
-    fc_alloc a = {.base = ptr, .size = size, .kind = host ? FC_MEM_HOST_ALLOC : FC_MEM_VMM_MAPPED,
-                  .device = host ? 0 : v->prop.location.id, .fd = -1, .handle = v, .offset = offset};
+    fc_mem_kind kind = v->mc ? FC_MEM_MULTICAST : host ? FC_MEM_HOST_ALLOC : FC_MEM_VMM_MAPPED;
+    fc_alloc a = {.base = ptr, .size = size, .kind = kind, .device = host ? 0 : v->prop.location.id, .fd = -1,
+                  .handle = v, .offset = offset};
     fc_registry_add(&a);
     API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x%llx\",\"size\":%zu,\"offset\":%zu", (unsigned long long)ptr,
                size, offset);
@@ -205,9 +204,10 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     fc_alloc a;
     while (done < size && fc_registry_find(ptr + done, &a) && a.handle && a.base == ptr + done) {
         fc_registry_remove(a.base, NULL);
+        if (a.kind == FC_MEM_MULTICAST) fc_mc_unmapped(a.base);
         /* Back to reserved-but-unmapped address space. */
         mmap((void *)a.base, a.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
-        unref(a.handle);
+        fc_vmm_handle_unref(a.handle);
         done += a.size;
     }
     API_RETURN(done == size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE,
@@ -251,7 +251,7 @@ FC_API CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop
                                                        CUmemGenericAllocationHandle handle)
 {
     REQUIRE_INIT();
-    fc_vmm_handle *v = handle_of(handle);
+    fc_vmm_handle *v = fc_vmm_handle_of(handle);
     if (!prop || !v) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
     *prop = v->prop;
     API_RETURN(CUDA_SUCCESS, "");
@@ -264,7 +264,7 @@ FC_API CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle
     if (!handle || !fc_registry_find((uintptr_t)addr, &a) || !a.handle)
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"addr\":\"%p\"", addr);
     fc_vmm_handle *v = a.handle;
-    atomic_fetch_add(&v->refs, 1);
+    fc_vmm_handle_ref(v);
     *handle = (CUmemGenericAllocationHandle)(uintptr_t)v;
     API_RETURN(CUDA_SUCCESS, "\"addr\":\"%p\"", addr);
 }
@@ -275,7 +275,7 @@ FC_API CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGeneric
                                              CUmemAllocationHandleType handleType, unsigned long long flags)
 {
     REQUIRE_INIT();
-    fc_vmm_handle *v = handle_of(handle);
+    fc_vmm_handle *v = fc_vmm_handle_of(handle);
     if (!shareableHandle || !v || flags) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
     if (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         API_RETURN(CUDA_ERROR_NOT_SUPPORTED, "\"type\":%d", handleType);
@@ -314,12 +314,17 @@ FC_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
     if (shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
         API_RETURN(CUDA_ERROR_NOT_SUPPORTED, "\"type\":%d", shHandleType);
     int fd = (int)(intptr_t)osHandle;
+    fc_vmm_handle *mc = fd >= 0 ? fc_mc_import(fd) : NULL;
+    if (mc) {
+        *handle = (CUmemGenericAllocationHandle)(uintptr_t)mc;
+        API_RETURN(CUDA_SUCCESS, "\"fd\":%d,\"size\":%zu,\"multicast\":1", fd, mc->size);
+    }
     struct stat st;
     CUmemAllocationProp prop = {0};
     if (fd < 0 || fstat(fd, &st) != 0 || !owner_from_fd(fd, &prop))
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"fd\":%d", fd);
     int mine = dup(fd); /* the caller closes its descriptor */
-    fc_vmm_handle *v = mine >= 0 ? handle_new(mine, (size_t)st.st_size, &prop, false) : NULL;
+    fc_vmm_handle *v = mine >= 0 ? fc_vmm_handle_new(mine, (size_t)st.st_size, &prop, false) : NULL;
     if (!v) {
         if (mine >= 0) close(mine);
         API_RETURN(CUDA_ERROR_OUT_OF_MEMORY, "");

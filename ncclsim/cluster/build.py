@@ -123,9 +123,29 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
         # CPUs it describes are still part of the host.
         sockets.append(CpuSocket(s.numa_id, affinity, p.cpu.arch, p.cpu.vendor, p.cpu.family_id,
                                  p.cpu.model_id, below))
+    host_gpus = tuple(sorted(gpus.values(), key=lambda g: g.index))
     return Host(
         index=index, hostname=host_name(index), host_id=host_name(index), domain=domain,
         sockets=tuple(sockets), switches=tuple(sorted(switches, key=lambda s: s.bus_id)),
-        gpus=tuple(sorted(gpus.values(), key=lambda g: g.index)),
-        nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),
-        nics=tuple(sorted(nics.values(), key=lambda n: n.index)))
+        gpus=host_gpus, nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),
+        nics=tuple(sorted(nics.values(), key=lambda n: n.index)),
+        multicast=_multicast(p, host_gpus, catalog))
+
+
+def _multicast(p: Preset, gpus: Sequence[Gpu], catalog: GpuCatalog) -> bool:
+    """NVSwitch multicast (NVLink SHARP): GPUs that support it (sm90+: H100,
+    H200) on NVSwitches that offer it (NVSwitch gen 3+). A preset may turn it
+    off (no fabric manager, or a switch generation without it), not on where
+    the hardware cannot have it."""
+    capable = [g for g in gpus if catalog.get(g.model).multicast and on_nvswitch(g)]
+    if p.multicast is None:
+        return len(capable) == len(gpus)
+    if p.multicast and len(capable) < len(gpus):
+        odd = next(g for g in gpus if g not in capable)
+        raise ClusterError(f"preset {p.name}: multicast needs every GPU on NVSwitches and a model "
+                           f"that supports it; GPU {odd.index} ({odd.model}) is not")
+    return p.multicast
+
+
+def on_nvswitch(g: Gpu) -> bool:
+    return any(link.tclass == PCI_CLASS_NVSWITCH for link in g.nvlinks)

@@ -133,6 +133,7 @@ class Host:
     gpus: tuple[Gpu, ...]
     nvswitches: tuple[NvSwitch, ...]
     nics: tuple[Nic, ...]
+    multicast: bool = False  # NVSwitch multicast objects (NVLS) for the host's GPUs
     _devices: dict[PciAddress, Device] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -21,4 +21,5 @@ def platform_config(host: Host, catalog: Optional[GpuCatalog] = None) -> Platfor
     nics = tuple(NicConfig(name=n.name, bus_id=n.bus_id, speed_mbps=n.speed_mbps, guid=n.guid,
                            port=n.port, latency_us=n.latency_us)
                  for n in host.nics)
-    return PlatformConfig(host_index=host.index, hostname=host.hostname, gpus=gpus, nics=nics)
+    return PlatformConfig(host_index=host.index, hostname=host.hostname, gpus=gpus, nics=nics,
+                          multicast=host.multicast)

@@ -85,6 +85,7 @@ class Preset:
     cpu: CpuSpec
     nvswitches: tuple[int, ...]
     sockets: tuple[SocketSpec, ...]
+    multicast: Optional[bool] = None  # NVSwitch multicast (NVLS); None: wherever the hardware has it
 
     def gpus(self) -> list[GpuSpec]:
         """All GPUs, in bus order (= their index on the host)."""
@@ -243,7 +244,8 @@ def _link(n: _Node) -> PciLink:
 
 def parse_preset(doc: Any, source: Path) -> Preset:
     top = _Node(doc, "", source, ("format", "name", "description", "gpu_model", "cpu",
-                                  "pci_switch", "nic", "nvswitches", "gpu_nvlinks", "sockets"))
+                                  "pci_switch", "nic", "nvswitches", "multicast", "gpu_nvlinks",
+                                  "sockets"))
     version = top.get("format", top.int_(0, 1 << 30))
     if version != FORMAT_VERSION:
         raise top.error(f"format {version} is not supported (this ncclsim reads format "
@@ -262,7 +264,8 @@ def parse_preset(doc: Any, source: Path) -> Preset:
                                   n.get("affinity", n.str_(), default=None), *host.devices(n)))
     if not sockets:
         raise top.error("a host needs at least one socket")
-    preset = Preset(name, description, source, _cpu(top), nvswitches, tuple(sockets))
+    multicast = top.get("multicast", top.bool_, default=None)
+    preset = Preset(name, description, source, _cpu(top), nvswitches, tuple(sockets), multicast)
     _check_buses(preset, top)
     return preset
 

@@ -116,6 +116,7 @@ class PlatformConfig:
     gpus: tuple[GpuConfig, ...] = field(default_factory=tuple)
     driver_version: int = DEFAULT_DRIVER_VERSION
     nics: tuple[NicConfig, ...] = field(default_factory=tuple)
+    multicast: bool = False  # the host's NVSwitches offer multicast objects (NVLS)
 
     def validate(self, catalog: GpuCatalog) -> None:
         """Raise PlatformConfigError for anything fc_platform_load() would reject."""
@@ -170,7 +171,8 @@ def default_platform(host_index: int = 0, ngpus: int = 8, model: str = "h100",
                   memory=m.total_memory, numa_node=default_numa_node(i, ngpus),
                   nvlink_remote=default_nvlinks(m, domain))
         for i, bus in enumerate(buses))
-    return PlatformConfig(host_index=host_index, hostname=host_name(host_index), gpus=gpus)
+    return PlatformConfig(host_index=host_index, hostname=host_name(host_index), gpus=gpus,
+                          multicast=m.multicast)  # an HGX-style board: GPUs on NVSwitches
 
 
 # ---- writer ----
@@ -194,7 +196,8 @@ def format_platform(cfg: PlatformConfig) -> str:
              "[platform]",
              f"host_index = {cfg.host_index}",
              f"hostname = {cfg.hostname}",
-             f"driver_version = {cfg.driver_version}"]
+             f"driver_version = {cfg.driver_version}",
+             f"multicast = {int(cfg.multicast)}"]
     for g in cfg.gpus:
         lines += ["[gpu]",
                   f"model = {g.model}",
@@ -340,6 +343,11 @@ def _platform_key(key: str, val: str, out: dict[str, int | str]) -> Optional[str
         out[key] = x
     elif key == "hostname":
         out[key] = val
+    elif key == "multicast":
+        x = _c_int(val, 0, 1)
+        if x is None:
+            return f'multicast must be 0 or 1, got "{val}"'
+        out[key] = x
     else:
         return f'unknown key "{key}" in [platform]'
     return None
@@ -416,7 +424,7 @@ def parse_platform(text: str, source: str = "<string>",
         host_index=host,
         hostname=str(plat.get("hostname") or host_name(host)),
         driver_version=int(plat.get("driver_version", DEFAULT_DRIVER_VERSION)),
-        gpus=tuple(gpus), nics=tuple(nics))
+        gpus=tuple(gpus), nics=tuple(nics), multicast=bool(plat.get("multicast", 0)))
 
 
 def read_platform(path: Path, catalog: Optional[GpuCatalog] = None) -> PlatformConfig:

@@ -47,6 +47,11 @@ class GpuModel:
     max_clocks_mhz: Clocks
     attributes: Mapping[str, int]  # CU_DEVICE_ATTRIBUTE_<name> -> value
 
+    @property
+    def multicast(self) -> bool:
+        """Whether the GPU can join NVSwitch multicast objects (NVLink SHARP)."""
+        return bool(self.attributes.get("MULTICAST_SUPPORTED", 0))
+
     @classmethod
     def from_json(cls, key: str, d: Mapping[str, Any]) -> GpuModel:
         return cls(

@@ -1,0 +1,195 @@
+/* NVLS and NVLSTree (NVLink SHARP): RunWorkColl of all_reduce.h,
+ * all_gather.h and reduce_scatter.h for NCCL_ALGO_NVLS / NCCL_ALGO_NVLS_TREE,
+ * protocol Simple.
+ *
+ * Every GPU of a host joins one multicast team. For each head h (a GPU; on
+ * one host every GPU is one) and channel, NCCL sets up four connections to the
+ * pseudo-peer nRanks+1+h: scatter (send[1]) and gather (recv[1]) through this
+ * GPU's own unicast buffers, and on the head a reduce (recv[0]) and a
+ * broadcast (send[0]) through the multicast addresses of the same buffers.
+ * The head's reduce reads the team's sum of what every GPU scattered to it
+ * (multimem.ld_reduce) and its broadcast stores into every GPU's buffer at
+ * once (multimem.st); the credits of those connections are multicast too, so
+ * a head waits for the slowest GPU and one store releases them all. The
+ * primitives (prims.h) do the multicast part; here are the roles and the
+ * element ranges of each, as the kernels compute them. Each role is its own
+ * group of warps on the GPU and its own flow here. */
+#include <stdio.h>
+
+#include "algorithms.h"
+#include "collective.h"
+
+typedef enum { SCATTER, GATHER, REDUCE, BCAST } nvls_role;
+static const char *const role_names[] = {"scatter", "gather", "reduce", "broadcast"};
+
+typedef struct {
+    fc_coll *c;
+    nvls_role role;
+} nvls_part;
+
+/* The loop of the AllReduce roles over this channel's part: nHeads chunks per
+ * turn, head h taking the h-th; the last turn's chunks are cut evenly,
+ * aligned to `lastAlign` bytes (NVLS: 16 KiB, NVLSTree: 16 B). */
+typedef struct {
+    int64_t gridOffset, channelCount, chunk, last;
+    int nHeads;
+} allreduce_loop;
+
+static allreduce_loop allreduce_loop_of(const fc_coll *c, int64_t lastAlign)
+{
+    allreduce_loop L;
+    int64_t count;
+    fc_coll_part(c, &count, &L.gridOffset, &L.channelCount, &L.chunk);
+    L.nHeads = c->ch->nvls.nHeads;
+    int64_t loop = L.nHeads * L.chunk;
+    int64_t rem = loop ? (int32_t)(L.channelCount % loop) : 0; /* an int in the kernel */
+    int64_t align = lastAlign / (int64_t)c->esz;
+    L.last = div_up(div_up(rem, L.nHeads), align) * align;
+    return L;
+}
+
+static bool role_prims(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send,
+                       int nsend, int connIndex)
+{
+    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1, .connIndex = connIndex};
+    return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
+                         c->w->coll.recvbuff, c->op);
+}
+
+static const int no_peer = -1;
+
+/* ---- AllReduce (NVLS on one host, NVLSTree across hosts) ---- */
+
+static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tree)
+{
+    const fc_nccl_channel *ch = c->ch;
+    allreduce_loop L = allreduce_loop_of(c, tree ? 16 : 16384);
+    int64_t loop = L.nHeads * L.chunk, chunk = L.chunk;
+    fc_prims p;
+    bool ok;
+    const int *down = tree ? ch->nvls.treeDown : &ch->nvls.down;
+    int ndown = tree ? 3 : 1;
+    bool hasUp = tree && ch->nvls.treeUp >= 0;
+    switch (role) {
+    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, L.nHeads, 1); break;
+    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, L.nHeads, &no_peer, 0, 1); break;
+    case REDUCE: ok = role_prims(c, &p, who, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0); break;
+    default: ok = role_prims(c, &p, who, &ch->nvls.treeUp, 1, down, ndown, 0); break; /* BCAST */
+    }
+    if (!ok) return;
+    for (int64_t elemOffset = 0; elemOffset < L.channelCount; elemOffset += loop) {
+        if (L.channelCount - elemOffset < loop) chunk = L.last;
+        int64_t offset = L.gridOffset + elemOffset;
+        if (role == SCATTER || role == GATHER) {
+            int64_t nelem = min64(loop, L.channelCount - elemOffset);
+            if (role == SCATTER) fc_prims_scatter(&p, offset, nelem, chunk, chunk, -1, 0);
+            else fc_prims_gather(&p, offset, nelem, chunk, chunk, -1, 0, false);
+        } else { /* directRecvDirectSend */
+            int64_t chunkOffset = elemOffset + ch->nvls.headRank * chunk;
+            int64_t nelem = min64(chunk, L.channelCount - chunkOffset);
+            fc_prims_op(&p, true, true, FC_BUF_NONE, 0, FC_BUF_NONE, 0, nelem, false);
+        }
+    }
+    fc_prims_fini(&p);
+}
+
+/* ---- AllGather and ReduceScatter (NVLS on one host) ---- */
+
+static void allgather_role(fc_coll *c, nvls_role role, const char *who)
+{
+    const fc_nccl_channel *ch = c->ch;
+    int64_t count, gridOffset, channelCount, chunk;
+    fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
+    fc_prims p;
+    bool ok = role == GATHER ? role_prims(c, &p, who, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1)
+                             : role_prims(c, &p, who, &no_peer, 0, &ch->nvls.down, 1, 0);
+    if (!ok) return;
+    for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
+        int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
+        if (role == GATHER) fc_prims_gather(&p, offset, ch->nvls.nHeads * count, nelem, count, -1, 0, false);
+        else FC_SEND(&p, offset, nelem); /* into every GPU's buffer of this head */
+    }
+    fc_prims_fini(&p);
+}
+
+static void reducescatter_role(fc_coll *c, nvls_role role, const char *who)
+{
+    const fc_nccl_channel *ch = c->ch;
+    int64_t count, gridOffset, channelCount, chunk;
+    fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
+    fc_prims p;
+    bool ok = role == SCATTER ? role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1)
+                              : role_prims(c, &p, who, &ch->nvls.down, 1, &no_peer, 0, 0);
+    if (!ok) return;
+    for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
+        int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
+        if (role == SCATTER) fc_prims_scatter(&p, offset, ch->nvls.nHeads * count, nelem, count, -1, 0);
+        else FC_RECV(&p, offset, nelem, false); /* the team's sum of this head's share */
+    }
+    fc_prims_fini(&p);
+}
+
+/* ---- the roles as flows ---- */
+
+static void part_run(fc_task *t, void *arg)
+{
+    nvls_part *part = arg;
+    fc_coll c = *part->c;
+    c.t = t;
+    char who[sizeof c.who + 20];
+    snprintf(who, sizeof who, "%s (%s)", part->c->who, role_names[part->role]);
+    const fc_nccl_func *f = c.func;
+    if (f->coll == FC_NCCL_COLL_AllGather) allgather_role(&c, part->role, who);
+    else if (f->coll == FC_NCCL_COLL_ReduceScatter) reducescatter_role(&c, part->role, who);
+    else allreduce_role(&c, part->role, who, f->algo == FC_NCCL_ALGO_NVLS_TREE);
+}
+
+static void run_roles(fc_coll *c, const nvls_role *roles, int n)
+{
+    nvls_part parts[4];
+    for (int i = 0; i < n; i++) {
+        parts[i] = (nvls_part){c, roles[i]};
+        if (!fc_task_spawn(fc_task_sched(c->t), c->t, part_run, &parts[i])) fc_emu_fail(c->e, "%s: out of memory", c->who);
+    }
+    fc_task_join(c->t);
+}
+
+/* Across hosts, NVLS proper goes through CollNet (reduce to the network at
+ * each head), which the simulated fabric does not offer. */
+static bool one_node(fc_coll *c)
+{
+    if (c->w->coll.oneNode) return true;
+    fc_emu_fail(c->e, "%s: NVLS across hosts (through CollNet) is not emulated", c->who);
+    return false;
+}
+
+void fc_allreduce_nvls(fc_coll *c)
+{
+    if (!one_node(c)) return;
+    static const nvls_role heads[] = {SCATTER, GATHER, REDUCE}, others[] = {SCATTER, GATHER};
+    if (c->ch->nvls.headRank >= 0) run_roles(c, heads, 3);
+    else run_roles(c, others, 2);
+}
+
+void fc_allreduce_nvls_tree(fc_coll *c)
+{
+    static const nvls_role up[] = {SCATTER, GATHER, REDUCE, BCAST}, root[] = {SCATTER, GATHER, REDUCE},
+                           others[] = {SCATTER, GATHER};
+    if (c->ch->nvls.headRank < 0) run_roles(c, others, 2);
+    else if (c->ch->nvls.treeUp >= 0) run_roles(c, up, 4);
+    else run_roles(c, root, 3);
+}
+
+void fc_allgather_nvls(fc_coll *c)
+{
+    if (!one_node(c)) return;
+    static const nvls_role roles[] = {GATHER, BCAST};
+    run_roles(c, roles, 2);
+}
+
+void fc_reducescatter_nvls(fc_coll *c)
+{
+    if (!one_node(c)) return;
+    static const nvls_role roles[] = {SCATTER, REDUCE};
+    run_roles(c, roles, 2);
+}
