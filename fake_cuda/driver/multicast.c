@@ -25,34 +25,42 @@
 #define MC_NAME "ncclsim-multicast"
 #define MC_GRANULARITY FC_VMM_GRANULARITY /* minimum and recommended: the allocation granularity */
 
-/* One member device's binding, in the shared state. */
+/* One binding of memory to a range of the object, in the shared state. */
 typedef struct {
-    uint32_t pci;    /* the device's bus id, packed (mc_device_key); 0: slot free */
-    int32_t pid, fd; /* the bound memory: memfd `fd` of process `pid`; pid 0: not bound */
-    uint32_t generation; /* changes with every bind and unbind */
+    int32_t pid, fd; /* the bound memory: memfd `fd` of process `pid`; pid 0: slot free */
+    uint32_t generation; /* changes with every bind and unbind of this slot */
     uint64_t mem_offset, mc_offset, size;
+} mc_binding;
+
+#define MC_MAX_BINDINGS 32 /* per device: NCCL binds its credits, buffers and registered buffers */
+
+typedef struct {
+    uint32_t pci; /* the device's bus id, packed (mc_device_key); 0: slot free */
+    mc_binding bind[MC_MAX_BINDINGS];
 } mc_member;
 
 typedef struct {
     uint32_t magic;
     uint32_t ndev;   /* CUmulticastObjectProp.numDevices */
-    uint64_t size;   /* bytes each device may bind */
+    uint64_t size;   /* bytes of the object's range */
     uint32_t lock;   /* spin lock over the members */
     uint32_t added;  /* members added so far */
     mc_member dev[FC_MAX_GPUS];
 } mc_shared;
 
-/* What one process keeps of an object: its view of the shared state and its
- * own mappings of the members' memory. */
+/* What one process keeps of an object: its view of the shared state, its
+ * own mappings of the members' bound memory, and the memory it bound. */
+typedef struct {
+    void *base; /* this process's mapping of the binding's memory */
+    size_t len;
+    uint32_t generation;
+    fc_vmm_handle *mine; /* memory this process bound (held until unbound) */
+} mc_local_binding;
+
 struct fc_mc_local {
     mc_shared *sh;
     pthread_mutex_t lock;
-    struct {
-        void *base; /* this process's mapping of the member's bound memory */
-        size_t len;
-        uint32_t generation;
-        fc_vmm_handle *mine; /* memory this process bound (held until unbound) */
-    } map[FC_MAX_GPUS];
+    mc_local_binding map[FC_MAX_GPUS][MC_MAX_BINDINGS];
 };
 
 static void sh_lock(mc_shared *sh)
@@ -86,10 +94,11 @@ static fc_vmm_handle *mc_handle(int fd, const CUmemAllocationProp *prop, size_t 
 
 void fc_mc_free(struct fc_mc_local *mc)
 {
-    for (int i = 0; i < FC_MAX_GPUS; i++) {
-        if (mc->map[i].base) munmap(mc->map[i].base, mc->map[i].len);
-        if (mc->map[i].mine) fc_vmm_handle_unref(mc->map[i].mine);
-    }
+    for (int i = 0; i < FC_MAX_GPUS; i++)
+        for (int k = 0; k < MC_MAX_BINDINGS; k++) {
+            if (mc->map[i][k].base) munmap(mc->map[i][k].base, mc->map[i][k].len);
+            if (mc->map[i][k].mine) fc_vmm_handle_unref(mc->map[i][k].mine);
+        }
     munmap(mc->sh, sizeof *mc->sh);
     pthread_mutex_destroy(&mc->lock);
     free(mc);
@@ -223,18 +232,30 @@ static CUresult bind(fc_vmm_handle *v, size_t mcOffset, CUdevice dev, fc_vmm_han
     sh_lock(sh);
     CUresult r = CUDA_SUCCESS;
     mc_member *m = &sh->dev[i];
-    if (m->pid) {
-        *why = "already bound";
-        r = CUDA_ERROR_INVALID_VALUE;
-    } else {
-        m->fd = fd;
-        m->mem_offset = memOffset;
-        m->mc_offset = mcOffset;
-        m->size = size;
-        m->generation++;
-        __atomic_store_n(&m->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
+    int free_slot = -1;
+    for (int k = 0; k < MC_MAX_BINDINGS; k++) {
+        const mc_binding *b = &m->bind[k];
+        if (!b->pid) {
+            if (free_slot < 0) free_slot = k;
+        } else if (mcOffset < b->mc_offset + b->size && b->mc_offset < mcOffset + size) {
+            *why = "range already bound";
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    if (r == CUDA_SUCCESS && free_slot < 0) {
+        *why = "too many bindings";
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r == CUDA_SUCCESS) {
+        mc_binding *b = &m->bind[free_slot];
+        b->fd = fd;
+        b->mem_offset = memOffset;
+        b->mc_offset = mcOffset;
+        b->size = size;
+        b->generation++;
+        __atomic_store_n(&b->pid, (int32_t)getpid(), __ATOMIC_RELEASE);
         fc_vmm_handle_ref(mem);
-        mc->map[i].mine = mem;
+        mc->map[i][free_slot].mine = mem;
     }
     sh_unlock(sh);
     pthread_mutex_unlock(&mc->lock);
@@ -286,14 +307,16 @@ FC_API CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
     int i = member_of(sh, mc_device_key(dev));
     pthread_mutex_lock(&mc->lock);
     sh_lock(sh);
-    mc_member *m = i >= 0 ? &sh->dev[i] : NULL;
-    bool ok = m && m->pid == (int32_t)getpid() && m->mc_offset == mcOffset && m->size == size;
+    bool ok = false;
     fc_vmm_handle *mine = NULL;
-    if (ok) {
-        m->pid = 0;
-        m->generation++;
-        mine = mc->map[i].mine;
-        mc->map[i].mine = NULL;
+    for (int k = 0; i >= 0 && k < MC_MAX_BINDINGS && !ok; k++) {
+        mc_binding *b = &sh->dev[i].bind[k];
+        if (b->pid != (int32_t)getpid() || b->mc_offset != mcOffset || b->size != size) continue;
+        ok = true;
+        b->pid = 0;
+        b->generation++;
+        mine = mc->map[i][k].mine;
+        mc->map[i][k].mine = NULL;
     }
     sh_unlock(sh);
     pthread_mutex_unlock(&mc->lock);
@@ -304,32 +327,38 @@ FC_API CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
 
 /* ---- for the emulation (device_link.h) ---- */
 
-/* This process's mapping of member i's bound memory, (re)made when the
- * binding changed; NULL while it is not bound. Called with mc->lock held. */
-static char *member_memory(struct fc_mc_local *mc, int i, mc_member *now)
+/* Member i's binding that covers [off, off+len) of the object, mapped in
+ * this process ((re)made when the binding changed): its memory at off, or
+ * NULL while nothing is bound there. Called with mc->lock held. */
+static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len)
 {
-    sh_lock(mc->sh);
-    *now = mc->sh->dev[i];
-    sh_unlock(mc->sh);
-    if (!now->pid) return NULL;
-    if (mc->map[i].base && mc->map[i].generation == now->generation) return mc->map[i].base;
-    if (mc->map[i].base) munmap(mc->map[i].base, mc->map[i].len);
-    mc->map[i].base = NULL;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", now->pid, now->fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) return NULL;
-    void *p = mmap(NULL, now->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)now->mem_offset);
-    close(fd);
-    if (p == MAP_FAILED) return NULL;
-    mc->map[i].base = p;
-    mc->map[i].len = now->size;
-    mc->map[i].generation = now->generation;
-    return p;
+    for (int k = 0; k < MC_MAX_BINDINGS; k++) {
+        sh_lock(mc->sh);
+        mc_binding now = mc->sh->dev[i].bind[k];
+        sh_unlock(mc->sh);
+        if (!now.pid || off < now.mc_offset || off + len > now.mc_offset + now.size) continue;
+        mc_local_binding *lb = &mc->map[i][k];
+        if (!lb->base || lb->generation != now.generation) {
+            if (lb->base) munmap(lb->base, lb->len);
+            lb->base = NULL;
+            char path[64];
+            snprintf(path, sizeof path, "/proc/%d/fd/%d", now.pid, now.fd);
+            int fd = open(path, O_RDWR | O_CLOEXEC);
+            if (fd < 0) return NULL;
+            void *p = mmap(NULL, now.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)now.mem_offset);
+            close(fd);
+            if (p == MAP_FAILED) return NULL;
+            lb->base = p;
+            lb->len = now.size;
+            lb->generation = now.generation;
+        }
+        return (char *)lb->base + (off - now.mc_offset);
+    }
+    return NULL;
 }
 
-/* The views handed out, one per multicast mapping (by its address), kept
- * until the mapping goes: kernels hold them while they run. */
+/* The views handed out, by the address asked about, kept until its mapping
+ * goes: kernels hold them while they run. */
 typedef struct mc_view_entry {
     uintptr_t base;
     fc_mc_view view;
@@ -338,16 +367,18 @@ typedef struct mc_view_entry {
 static mc_view_entry *views;
 static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
 
-void fc_mc_unmapped(uintptr_t base)
+void fc_mc_unmapped(uintptr_t base, size_t size)
 {
     pthread_mutex_lock(&views_lock);
-    for (mc_view_entry **pe = &views; *pe; pe = &(*pe)->next)
-        if ((*pe)->base == base) {
-            mc_view_entry *e = *pe;
+    for (mc_view_entry **pe = &views; *pe;) {
+        mc_view_entry *e = *pe;
+        if (e->base >= base && e->base - base < size) {
             *pe = e->next;
             free(e);
-            break;
+        } else {
+            pe = &e->next;
         }
+    }
     pthread_mutex_unlock(&views_lock);
 }
 
@@ -359,24 +390,25 @@ int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **out)
     struct fc_mc_local *mc = ((fc_vmm_handle *)a.handle)->mc;
     fc_mc_view view = {.n = (int)mc->sh->ndev};
     if (view.n > FC_MC_MAX_TEAM) return -1;
-    /* a.offset: where the mapping starts in the object */
+    size_t off = a.offset + (addr - a.base); /* in the object */
     pthread_mutex_lock(&mc->lock);
     for (int i = 0; i < view.n; i++) {
-        mc_member m;
-        char *mem = member_memory(mc, i, &m);
-        if (!mem || a.offset < m.mc_offset || a.offset + a.size > m.mc_offset + m.size) {
+        char *mem = member_memory(mc, i, off, len);
+        if (!mem) {
             pthread_mutex_unlock(&mc->lock);
             return -1;
         }
-        /* copy i of x = mem + (x - a.base + a.offset - m.mc_offset) */
-        view.delta[i] = (intptr_t)((uintptr_t)mem + a.offset - m.mc_offset - a.base);
+        view.delta[i] = (intptr_t)((uintptr_t)mem - addr);
     }
     pthread_mutex_unlock(&mc->lock);
+    /* One view per multicast address: a head's buffer and its credits are
+     * different addresses, and so different bindings, of one object. */
+    uintptr_t key = addr;
     pthread_mutex_lock(&views_lock);
     mc_view_entry *e = views;
-    while (e && e->base != a.base) e = e->next;
+    while (e && e->base != key) e = e->next;
     if (!e && (e = calloc(1, sizeof *e))) {
-        e->base = a.base;
+        e->base = key;
         e->next = views;
         views = e;
     }

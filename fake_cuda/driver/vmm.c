@@ -204,7 +204,7 @@ FC_API CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     fc_alloc a;
     while (done < size && fc_registry_find(ptr + done, &a) && a.handle && a.base == ptr + done) {
         fc_registry_remove(a.base, NULL);
-        if (a.kind == FC_MEM_MULTICAST) fc_mc_unmapped(a.base);
+        if (a.kind == FC_MEM_MULTICAST) fc_mc_unmapped(a.base, a.size);
         /* Back to reserved-but-unmapped address space. */
         mmap((void *)a.base, a.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
         fc_vmm_handle_unref(a.handle);

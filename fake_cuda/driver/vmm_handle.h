@@ -32,6 +32,6 @@ void fc_vmm_handle_unref(fc_vmm_handle *v); /* the last reference frees it */
  * process's export): a new handle, or NULL when fd is no multicast object. */
 fc_vmm_handle *fc_mc_import(int fd);
 void fc_mc_free(struct fc_mc_local *mc); /* the handle's last reference went */
-void fc_mc_unmapped(uintptr_t base);      /* a multicast mapping at base went */
+void fc_mc_unmapped(uintptr_t base, size_t size); /* a multicast mapping went */
 
 #endif

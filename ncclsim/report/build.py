@@ -275,7 +275,17 @@ def _nvls(records: list[RankRecord], counts: dict[str, int], graphs: tuple[Graph
     graph_channels = _graph_channels(graphs, "nvls")
     used = channels > 0 if channels is not None else bool(graph_channels)
     return Feature(channels=channels, graph_channels=graph_channels, used=used,
-                   supported=all(support) if support else None)
+                   supported=all(support) if support else None, heads=_nvls_heads(records) if used else ())
+
+
+def _nvls_heads(records: list[RankRecord]) -> tuple[tuple[int, ...], ...]:
+    """NCCL prints `NVLS Head` lines on several hosts only; on one host each
+    rank's `NVLS comm` line says which head it is."""
+    printed = next((r.nvls_heads for r in records if r.nvls_heads), None)
+    if printed:
+        return tuple(printed[h] for h in sorted(printed))
+    mine = {r.nvls_head[0]: r.rank for r in records if r.nvls_head is not None and r.nvls_head[0] >= 0}
+    return tuple((mine[h],) for h in sorted(mine))
 
 
 def _collnet(records: list[RankRecord], counts: dict[str, int], graphs: tuple[Graph, ...],

@@ -53,6 +53,8 @@ class RankRecord:
     channel_counts: dict[str, int] = field(default_factory=dict)
     collnet_devices: Optional[int] = None
     nvls_supported: Optional[bool] = None
+    nvls_head: Optional[tuple[int, int]] = None  # (head index or -1, heads) from `NVLS comm`
+    nvls_heads: dict[int, tuple[int, ...]] = field(default_factory=dict)  # `NVLS Head h: ranks`
     graph_lines: list[pl.GraphLine] = field(default_factory=list)
     tuning: list[pl.TuningLine] = field(default_factory=list)
     best_tuning: list[tuple[str, Optional[int], str, str]] = field(default_factory=list)
@@ -247,6 +249,10 @@ def _rank_line(line: pl.LogLine, rec: RankRecord,
         rec.collnet_devices = devices if rec.collnet_devices is None else min(devices, rec.collnet_devices)
     elif (nvls := pl.parse_nvls_support(body)) is not None:
         rec.nvls_supported = nvls
+    elif (nvls_comm := pl.parse_nvls_comm(body)) is not None:
+        rec.nvls_head = nvls_comm
+    elif (head := pl.parse_nvls_head(body)) is not None:
+        rec.nvls_heads[head[0]] = head[1]
     elif (graph := pl.parse_graph_line(body)) is not None:
         rec.graph_lines.append(graph)
     elif (tuning := pl.parse_tuning(body)) is not None:

@@ -81,10 +81,15 @@ class Feature:
     graph_channels: Optional[int]
     used: bool
     supported: Optional[bool] = None  # NVLS multicast support / CollNet devices on every rank
+    # NVLS: head h -> its rank on each host (one host: the GPU that reduces share h)
+    heads: tuple[tuple[int, ...], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"channels": self.channels, "graph_channels": self.graph_channels,
-                "supported": self.supported, "used": self.used}
+        out: dict[str, Any] = {"channels": self.channels, "graph_channels": self.graph_channels,
+                               "supported": self.supported, "used": self.used}
+        if self.heads:
+            out["heads"] = [list(h) for h in self.heads]
+        return out
 
 
 @dataclass(frozen=True)

@@ -288,6 +288,25 @@ def parse_nvls_support(body: str) -> Optional[bool]:
     return None if not m else m[1] is None
 
 
+_NVLS_COMM = re.compile(r"^NVLS comm \S+ headRank (-?\d+) nHeads (\d+)")
+
+
+def parse_nvls_comm(body: str) -> Optional[tuple[int, int]]:
+    """`NVLS comm 0x.. headRank 0 nHeads 4 ...`: (this rank's head index or -1, heads)."""
+    m = _NVLS_COMM.match(body)
+    return None if not m else (int(m[1]), int(m[2]))
+
+
+_NVLS_HEAD = re.compile(r"^NVLS Head\s+(\d+):((?:\s+-?\d+)+)\s*$")
+
+
+def parse_nvls_head(body: str) -> Optional[tuple[int, tuple[int, ...]]]:
+    """`NVLS Head  1:  2 10` (several hosts only): head 1 is rank 2 on the first
+    host, rank 10 on the second."""
+    m = _NVLS_HEAD.match(body)
+    return None if not m else (int(m[1]), tuple(int(x) for x in m[2].split()))
+
+
 @dataclass(frozen=True)
 class GraphLine:
     """`Pattern 4, crossNic 0, nChannels 1, bw 1.2/1.2, type NVL/PHB, sameChannels 1`."""

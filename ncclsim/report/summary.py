@@ -60,6 +60,8 @@ def _feature_text(name: str, f: Feature, unsupported: str) -> str:
         details.append(f"graph {f.graph_channels} channels")
     if f.supported is False:
         details.append(unsupported)
+    if f.heads:
+        details.append(f"heads: ranks {' '.join('/'.join(map(str, h)) for h in f.heads)}")
     return f"{name}: {state}" + (f" ({', '.join(details)})" if details else "")
 
 
@@ -89,7 +91,7 @@ def _header(report: Report) -> list[str]:
         lines.append(f"Non-zero exit: ranks {rank_ranges(failed_exits)}")
     lines.append(f"Channels: {report.channels if report.channels is not None else '?'} coll"
                  + (f", {report.p2p_channels} p2p" if report.p2p_channels is not None else ""))
-    lines.append(_feature_text("NVLS", report.nvls, "no multicast support") + "; "
+    lines.append(_feature_text("NVLS", report.nvls, "no multicast: the GPUs or NVSwitches lack it") + "; "
                  + _feature_text("CollNet", report.collnet, "no CollNet devices"))
     lines.append(_pat_text(report))
     if len(report.communicators) > 1:
