@@ -19,7 +19,7 @@ from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.cluster.cpumask import cpumask, socket_cpus
 from ncclsim.cluster.model import PCI_CLASS_GPU, PCI_CLASS_NVSWITCH, PciSwitch
 from ncclsim.cluster.presets import find_preset
-from ncclsim.platform.config import default_nic_guid, default_uuid, read_platform
+from ncclsim.platform.config import default_nic_guid, default_uuid, format_platform, read_platform
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.platform.pci import PciAddress
 from ncclsim.topology.validate import validate_topology
@@ -235,6 +235,24 @@ def test_preset_name_must_match_file(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(preset_doc()))
     with pytest.raises(PresetFormatError, match="must match the file name 'other'"):
         load_preset(str(path))
+
+
+def test_multicast_where_the_hardware_has_it(tmp_path: Path, no_sys_pci: Path) -> None:
+    """H100s on NVSwitches have NVSwitch multicast unless the preset turns it
+    off; a preset cannot claim it for GPUs without it."""
+    (host,) = build_cluster(str(write_preset(tmp_path, preset_doc())), sys_pci_devices=no_sys_pci).hosts
+    assert host.multicast is True
+    doc = preset_doc()
+    doc["multicast"] = False
+    (host,) = build_cluster(str(write_preset(tmp_path, doc)), sys_pci_devices=no_sys_pci).hosts
+    assert host.multicast is False
+    assert "multicast = 0" in format_platform(platform_config(host))
+    doc.update(multicast=True, gpu_model="a100", gpu_nvlinks=[[0x05, 3], [0x06, 3], [0x07, 3], [0x08, 3]])
+    with pytest.raises(ClusterError, match=r"multicast needs every GPU on NVSwitches .* GPU 0 \(a100\)"):
+        build_cluster(str(write_preset(tmp_path, doc)), sys_pci_devices=no_sys_pci)
+    doc["multicast"] = "yes"
+    with pytest.raises(PresetFormatError, match="multicast"):
+        load_preset(str(write_preset(tmp_path, doc)))
 
 
 def test_too_many_nvlinks_for_the_model(tmp_path: Path, no_sys_pci: Path) -> None:

@@ -27,6 +27,7 @@ MiB = 1 << 20
 # cuda.h
 CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_INITIALIZED = 0, 2, 3
 CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_CONTEXT, CUDA_ERROR_NOT_FOUND = 101, 201, 500
+CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED = 1, 801
 CU_GET_PROC_ADDRESS_SUCCESS, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 0, 1
 CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
 CU_MEM_ALLOCATION_TYPE_PINNED, CU_MEM_LOCATION_TYPE_DEVICE = 1, 1
@@ -119,6 +120,28 @@ def test_legacy_ipc_handle_across_processes(driver_env):
     assert imp["data_ok"] is True
     assert imp["owner_device"] == 4  # the exporter allocated on device 4
     assert exp["done"] == "done" and exp["reply_ok"] is True
+
+
+def test_multicast_object_shared_by_two_processes(driver_env):
+    """What NCCL's NVLS setup does: one process creates a multicast object and
+    passes its POSIX fd, each adds its device and binds memory (binding waits
+    for the whole team), both map the object; then unbind and release."""
+    a, b = run_pair(driver_env, ("mc_create", "3"), ("mc_join", "6"))
+    assert a["attribute"] == 1  # the built-in platform: H100s on NVSwitches
+    assert a["granularity"] == 2 * MiB
+    assert a["odd_size"] == CUDA_ERROR_INVALID_VALUE  # not a multiple of the granularity
+    assert a["third_device"] == CUDA_ERROR_INVALID_VALUE  # a team of two
+    assert b["add_twice"] == CUDA_ERROR_INVALID_VALUE
+    for side in (a, b):
+        assert side["bind_again"] == CUDA_ERROR_INVALID_VALUE  # that range is bound
+        assert side["unbind_twice"] == CUDA_ERROR_INVALID_VALUE
+
+
+def test_no_multicast_without_it_in_the_platform(driver_env, tmp_path):
+    plat = tmp_path / "p.conf"
+    plat.write_text("[platform]\nmulticast = 0\n" + SMALL)
+    res = run_check(driver_env, "mc_unsupported", platform=plat)
+    assert res == {"attribute": 0, "create": CUDA_ERROR_NOT_SUPPORTED}
 
 
 def test_vmm_map_only_inside_a_reservation(driver_env):

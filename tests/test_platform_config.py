@@ -124,7 +124,7 @@ def test_written_file_format(catalog: GpuCatalog, no_sys_pci: Path) -> None:
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert lines == [
         "[platform]", "host_index = 0", "hostname = ncclsim-h0", "driver_version = 13000",
-        "[gpu]", "model = h100", "bus_id = 0000:18:00.0",
+        "multicast = 1", "[gpu]", "model = h100", "bus_id = 0000:18:00.0",
         "uuid = GPU-6e63736d-0000-0000-0000-000000000001", "memory = 85045477376",
         "numa_node = 0",
         "nvlink_remote = " + ",".join(f"0000:{b:02x}:00.0" for b in [5, 6, 7, 8] * 4 + [5, 6])]
@@ -186,8 +186,8 @@ HARNESS_C = r"""
 static void dump(const fc_platform *p)
 {
     char b[64];
-    printf("[platform]\nhost_index = %d\nhostname = %s\ndriver_version = %d\n",
-           p->host_index, p->hostname, p->driver_version);
+    printf("[platform]\nhost_index = %d\nhostname = %s\ndriver_version = %d\nmulticast = %d\n",
+           p->host_index, p->hostname, p->driver_version, p->multicast);
     for (int i = 0; i < p->ngpus; i++) {
         const fc_gpu *g = &p->gpu[i];
         printf("[gpu]\nmodel = %s\n", g->model->key);

@@ -39,13 +39,14 @@ class Expected:
     pci_switches: int
     sockets: int
     cpu_vendor: str
+    multicast: bool  # NVSwitch multicast (NVLS)
 
 
 EXPECTED = {
-    "dgx-h100": Expected("h100", 8, 18, 4, 8, 400_000, 8, 2, "GenuineIntel"),
-    "dgx-a100": Expected("a100", 8, 12, 6, 8, 200_000, 12, 2, "AuthenticAMD"),
-    "hgx-h100-4nic": Expected("h100", 8, 18, 4, 4, 400_000, 4, 2, "GenuineIntel"),
-    "pcie-l40s": Expected("l40s", 8, 0, 0, 2, 200_000, 4, 2, "GenuineIntel"),
+    "dgx-h100": Expected("h100", 8, 18, 4, 8, 400_000, 8, 2, "GenuineIntel", True),
+    "dgx-a100": Expected("a100", 8, 12, 6, 8, 200_000, 12, 2, "AuthenticAMD", False),
+    "hgx-h100-4nic": Expected("h100", 8, 18, 4, 4, 400_000, 4, 2, "GenuineIntel", True),
+    "pcie-l40s": Expected("l40s", 8, 0, 0, 2, 200_000, 4, 2, "GenuineIntel", False),
 }
 PRESETS = sorted(EXPECTED)
 
@@ -71,6 +72,7 @@ def test_preset_is_the_documented_machine(preset: str, no_sys_pci: Path) -> None
     assert len(host.switches) == want.pci_switches
     assert len(host.sockets) == want.sockets
     assert {s.vendor for s in host.sockets} == {want.cpu_vendor}
+    assert host.multicast is want.multicast
     # GPUs split evenly over the sockets, as on every board described.
     per_socket = [sum(g.numa_node == s.numa_id for g in host.gpus) for s in host.sockets]
     assert per_socket == [want.gpus // want.sockets] * want.sockets

@@ -90,6 +90,16 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
                                         int shHandleType);
 
+typedef struct { unsigned int numDevices; size_t size; unsigned long long handleTypes;
+                 unsigned long long flags; } CUmulticastObjectProp;
+CUresult cuMulticastCreate(CUmemGenericAllocationHandle *mcHandle, const CUmulticastObjectProp *prop);
+CUresult cuMulticastAddDevice(CUmemGenericAllocationHandle mcHandle, CUdevice dev);
+CUresult cuMulticastBindMem(CUmemGenericAllocationHandle mcHandle, size_t mcOffset,
+                            CUmemGenericAllocationHandle memHandle, size_t memOffset, size_t size,
+                            unsigned long long flags);
+CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevice dev, size_t mcOffset, size_t size);
+CUresult cuMulticastGetGranularity(size_t *granularity, const CUmulticastObjectProp *prop, int option);
+
 CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int flags);
 CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
@@ -265,6 +275,91 @@ def check_vmm_import(sock_fd: str, seed: str, dev: str) -> dict:
             "prop": {"type": prop.type, "location_type": prop.location.type,
                      "location_id": prop.location.id},
             "range": [base[0] - va, rsize[0]]}
+
+
+# ---- two processes: a multicast object (NVLS) ----
+
+CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED = 132
+CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_NOT_SUPPORTED = 1, 801
+MC_SIZE = 4 * MiB
+
+
+def mc_prop(ndev: int, size: int = MC_SIZE):
+    prop = ffi.new("CUmulticastObjectProp *")
+    prop.numDevices = ndev
+    prop.size = size
+    prop.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    return prop
+
+
+def mc_join(mc: int, dev: int) -> tuple[int, int]:
+    """Add `dev`, bind 2 MiB of its memory at offset 2 MiB of the object (waits
+    for the whole team), map the object; returns (memory handle, mapping)."""
+    ck(cu.cuMulticastAddDevice(mc, dev), "cuMulticastAddDevice")
+    mem = ffi.new("CUmemGenericAllocationHandle *")
+    ck(cu.cuMemCreate(mem, 2 * MiB, vmm_prop(dev), 0), "cuMemCreate")
+    ck(cu.cuMulticastBindMem(mc, 2 * MiB, mem[0], 0, 2 * MiB, 0), "cuMulticastBindMem")
+    return mem[0], reserve_and_map(mc, MC_SIZE, dev)
+
+
+def mc_leave(mc: int, mem: int, va: int, dev: int) -> dict:
+    again = cu.cuMulticastBindMem(mc, 2 * MiB, mem, 0, 2 * MiB, 0)  # that range is bound already
+    ck(cu.cuMulticastUnbind(mc, dev, 2 * MiB, 2 * MiB), "cuMulticastUnbind")
+    unbound_twice = cu.cuMulticastUnbind(mc, dev, 2 * MiB, 2 * MiB)
+    unmap_and_free(va, MC_SIZE)
+    ck(cu.cuMemRelease(mem), "cuMemRelease")
+    ck(cu.cuMemRelease(mc), "cuMemRelease(multicast)")
+    return {"bind_again": again, "unbind_twice": unbound_twice}
+
+
+def check_mc_create(sock_fd: str, dev: str) -> dict:
+    """Process A: the multicast attribute, granularity, cuMulticastCreate for a
+    team of two, its POSIX fd to process B, then join the team itself."""
+    dev_i = int(dev)
+    sock = socket.socket(fileno=int(sock_fd))
+    init_ctx(dev_i)
+    attr = ffi.new("int *")
+    ck(cu.cuDeviceGetAttribute(attr, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, dev_i), "cuDeviceGetAttribute")
+    gran = ffi.new("size_t *")
+    ck(cu.cuMulticastGetGranularity(gran, mc_prop(2), 1), "cuMulticastGetGranularity")
+    mc = ffi.new("CUmemGenericAllocationHandle *")
+    odd = cu.cuMulticastCreate(mc, mc_prop(2, MC_SIZE + 4096))
+    ck(cu.cuMulticastCreate(mc, mc_prop(2)), "cuMulticastCreate")
+    fd = ffi.new("int *", -1)
+    ck(cu.cuMemExportToShareableHandle(fd, mc[0], CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+       "cuMemExportToShareableHandle(multicast)")
+    socket.send_fds(sock, [b"mc"], [fd[0]])
+    os.close(fd[0])
+    mem, va = mc_join(mc[0], dev_i)
+    recv_exact(sock, 4)  # B is bound too
+    third = cu.cuMulticastAddDevice(mc[0], 2)  # the team is full
+    out = mc_leave(mc[0], mem, va, dev_i)
+    return {"attribute": attr[0], "granularity": gran[0], "odd_size": odd, "third_device": third, **out}
+
+
+def check_mc_join(sock_fd: str, dev: str) -> dict:
+    """Process B: import the object from A's fd and join the team."""
+    dev_i = int(dev)
+    sock = socket.socket(fileno=int(sock_fd))
+    init_ctx(dev_i)
+    _, fds, _, _ = socket.recv_fds(sock, 8, 1)
+    mc = ffi.new("CUmemGenericAllocationHandle *")
+    ck(cu.cuMemImportFromShareableHandle(mc, ffi.cast("void *", fds[0]), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+       "cuMemImportFromShareableHandle(multicast)")
+    os.close(fds[0])
+    mem, va = mc_join(mc[0], dev_i)
+    twice = cu.cuMulticastAddDevice(mc[0], dev_i)
+    sock.sendall(b"done")
+    return {"add_twice": twice, **mc_leave(mc[0], mem, va, dev_i)}
+
+
+def check_mc_unsupported() -> dict:
+    """A platform without multicast: the attribute says 0 and objects cannot be made."""
+    init_ctx(0)
+    attr = ffi.new("int *")
+    ck(cu.cuDeviceGetAttribute(attr, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, 0), "cuDeviceGetAttribute")
+    mc = ffi.new("CUmemGenericAllocationHandle *")
+    return {"attribute": attr[0], "create": cu.cuMulticastCreate(mc, mc_prop(1))}
 
 
 # ---- two processes: legacy IPC handles ----
