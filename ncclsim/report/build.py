@@ -284,7 +284,7 @@ def _nvls_heads(records: list[RankRecord]) -> tuple[tuple[int, ...], ...]:
     printed = next((r.nvls_heads for r in records if r.nvls_heads), None)
     if printed:
         return tuple(printed[h] for h in sorted(printed))
-    mine = {r.nvls_head[0]: r.rank for r in records if r.nvls_head is not None and r.nvls_head[0] >= 0}
+    mine = {r.nvls_head[0]: r.identity.rank for r in records if r.nvls_head is not None and r.nvls_head[0] >= 0}
     return tuple((mine[h],) for h in sorted(mine))
 
 
