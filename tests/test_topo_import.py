@@ -114,6 +114,8 @@ def test_nccl_dump_round_trips(preset: str, run_cli: RunCli, tmp_path: Path,
     spec = (tmp_path / "imported.yaml").read_text()
     assert "gpu_nvlinks:" in spec and 'name: "mlx5_{index}"' in spec
     assert "affinity" not in spec  # the preset's own CPU numbering gives NCCL's masks
+    # A dump does not tell multicast; the spec says what the hardware has.
+    assert f"multicast: {'true' if preset == 'dgx-h100' else 'false'}" in spec
 
 
 @pytest.mark.e2e

@@ -133,10 +133,7 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
 
 
 def _multicast(p: Preset, gpus: Sequence[Gpu], catalog: GpuCatalog) -> bool:
-    """NVSwitch multicast (NVLink SHARP): GPUs that support it (sm90+: H100,
-    H200) on NVSwitches that offer it (NVSwitch gen 3+). A preset may turn it
-    off (no fabric manager, or a switch generation without it), not on where
-    the hardware cannot have it."""
+    """The preset's choice, checked against the hardware of the GPUs kept."""
     capable = [g for g in gpus if catalog.get(g.model).multicast and on_nvswitch(g)]
     if p.multicast is None:
         return len(capable) == len(gpus)
@@ -145,6 +142,15 @@ def _multicast(p: Preset, gpus: Sequence[Gpu], catalog: GpuCatalog) -> bool:
         raise ClusterError(f"preset {p.name}: multicast needs every GPU on NVSwitches and a model "
                            f"that supports it; GPU {odd.index} ({odd.model}) is not")
     return p.multicast
+
+
+def multicast_possible(p: Preset, catalog: GpuCatalog) -> bool:
+    """NVSwitch multicast (NVLink SHARP) where the hardware has it: GPUs that
+    support it (sm90+: H100, H200) all on NVSwitches (gen 3+ offer it). What a
+    preset without a `multicast` key gets; one may turn it off (no fabric
+    manager, a switch generation without it), never on elsewhere."""
+    return all(catalog.get(g.model).multicast and any(t in p.nvswitches for t, _ in g.nvlinks)
+               for g in p.gpus())
 
 
 def on_nvswitch(g: Gpu) -> bool:

@@ -18,7 +18,7 @@ from typing import Optional
 
 import yaml
 
-from ncclsim.cluster.build import build_cluster
+from ncclsim.cluster.build import build_cluster, multicast_possible
 from ncclsim.cluster.errors import ClusterError
 from ncclsim.cluster.model import Host
 from ncclsim.cluster.presets import Preset, parse_preset
@@ -120,8 +120,10 @@ def import_topology(path: Path, output: Path, gpu_model: Optional[str] = None,
     if not assembled.preset.nics():
         raw.notes.add("no NIC with a PCI device: `ncclsim launch` needs one per host (NCCL "
                       "starts no network without); add some to the spec")
-    preset = dataclasses.replace(assembled.preset,
-                                 description=_description(assembled.preset, source))
+    # A dump does not say whether the NVSwitches offer multicast: the spec
+    # says what the hardware has, for the user to turn off where it is not so.
+    preset = dataclasses.replace(assembled.preset, description=_description(assembled.preset, source),
+                                 multicast=multicast_possible(assembled.preset, catalog))
     spec = render_spec(preset, _header(name, source, kind, raw, assembled.renumbered))
 
     # Read back as `topo generate --spec` will; built, it must be the host imported.

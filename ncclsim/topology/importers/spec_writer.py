@@ -212,6 +212,8 @@ def render_spec(p: Preset, header: Sequence[str] = ()) -> str:
         out += ["", "nic:"] + [f"  {k}: {v}" for k, v in d.nic.items()]
     if p.nvswitches:
         out += ["", f"nvswitches: [{', '.join(_hex(b) for b in p.nvswitches)}]"]
+    if p.multicast is not None:
+        out += [f"multicast: {'true' if p.multicast else 'false'}    # NVSwitch multicast (NVLS)"]
     if d.nvlinks:
         out += ["", "gpu_nvlinks:"] + [f"  - [{_hex(t)}, {n}]" for t, n in d.nvlinks]
     out += ["", "sockets:"]
