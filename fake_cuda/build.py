@@ -129,7 +129,8 @@ def build(out: Path, jobs: int, only: set[str] | None = None) -> None:
         "driver": sorted((HERE / "driver").glob("*.c")) + sorted((HERE / "device").glob("*.c"))
                   + [write_layouts_c(objdir)],
         "nvml": sorted((HERE / "nvml").glob("*.c")),
-        "net": sorted((HERE / "net").glob("*.c")),
+        # the net plugin; CollNet reduces with NCCL's own operators (device/reduce.c)
+        "net": sorted((HERE / "net").glob("*.c")) + [HERE / "device" / "reduce.c"],
         "host": sorted((HERE / "host").glob("*.c")),
     }
     headers = sorted(HERE.glob("*/*.h")) + sorted(HERE.glob("*/*.def"))

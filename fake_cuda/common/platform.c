@@ -230,6 +230,9 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
             } else if (strcmp(key, "multicast") == 0) {
                 if (parse_int(val, 0, 1, &x)) FAIL("multicast must be 0 or 1, got \"%s\"", val);
                 p->multicast = (int)x;
+            } else if (strcmp(key, "collnet") == 0) {
+                if (parse_int(val, 0, 1, &x)) FAIL("collnet must be 0 or 1, got \"%s\"", val);
+                p->collnet = (int)x;
             } else FAIL("unknown key \"%s\" in [platform]", key);
         } else if (section == GPU) {
             int i = p->ngpus - 1;

@@ -17,6 +17,9 @@
  *                                   multicast objects, NVLink SHARP; the driver
  *                                   then answers CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED
  *                                   with the GPU model's value)
+ *   collnet = 1                    (optional, default 0: the host's network fabric
+ *                                   reduces in its switches, SHARP-like; the net
+ *                                   plugin then offers CollNet on every NIC)
  *   [gpu]                          (one section per GPU, in ordinal order)
  *   model = h100                   (key of ncclsim/platform/gpu_models.json)
  *   bus_id = 0000:18:00.0
@@ -88,6 +91,7 @@ typedef struct fc_platform {
     int host_index;
     int driver_version;
     int multicast; /* NVSwitch multicast (NVLS) available to the host's GPUs */
+    int collnet;   /* the fabric reduces in the network (SHARP): the net plugin offers CollNet */
     char hostname[256];
     char source[1024]; /* file it came from, or "built-in default" */
     int ngpus;

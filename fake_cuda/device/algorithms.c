@@ -39,6 +39,9 @@ static const algorithm algorithms[] = {
     ROW_(AllGather, NVLS, SIMPLE, COLL, fc_allgather_nvls, NULL),
     ROW_(ReduceScatter, NVLS, SIMPLE, COLL, fc_reducescatter_nvls, NULL),
     ROW_(AllReduce, NVLS_TREE, SIMPLE, COLL, fc_allreduce_nvls_tree, NULL),
+    /* in-network reduction (a CollNet plugin); Simple only */
+    ROW_(AllReduce, COLLNET_CHAIN, SIMPLE, COLL, fc_allreduce_collnet_chain, NULL),
+    ROW_(AllReduce, COLLNET_DIRECT, SIMPLE, COLL, fc_allreduce_collnet_direct, NULL),
     /* the function names no algorithm or protocol; each work item says LL or Simple */
     {FC_NCCL_COLL_SendRecv, -1, -1, FC_NCCL_WORK_P2P, NULL, fc_sendrecv_batch},
 };

@@ -61,6 +61,12 @@ typedef struct {
     int ring_prev, ring_next, ring_index;
     uintptr_t ring_userRanks; /* int[nRanks]: the ring's ranks starting at this one */
     int tree_up, tree_down[3];
+    struct { /* collnetChain (ncclTree): up is nRanks (the CollNet peer) at the chain's head */
+        int up, down0;
+    } chain;
+    struct { /* collnetDirect (ncclDirect); up and down end at the first -1 */
+        int out, nHeads, headRank, shift, up[7], down[7]; /* NCCL_MAX_DIRECT_ARITY */
+    } direct;
     struct { /* ncclNvls: peers nRanks+1+h are the NVLS heads */
         int out, nHeads, headRank, down, treeUp, treeDown[3];
         int up[32]; /* NCCL_MAX_NVLS_ARITY */

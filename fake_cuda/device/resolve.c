@@ -121,7 +121,18 @@ static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const
                 check_conn(l, c, c->nvls.treeDown[d], false, 0);
             }
         }
-    } /* CollNet: not simulated yet */
+    } else if (algo == FC_NCCL_ALGO_COLLNET_CHAIN) { /* reduce up on connIndex 1, broadcast down on 0 */
+        check_conn(l, c, c->chain.down0, false, 1);
+        check_conn(l, c, c->chain.up, true, 1);
+        check_conn(l, c, c->chain.up, false, 0);
+        check_conn(l, c, c->chain.down0, true, 0);
+    } else if (algo == FC_NCCL_ALGO_COLLNET_DIRECT) { /* scatter/reduce on connIndex 1, gather/broadcast on 0 */
+        for (int d = 0; d < 7; d++) {
+            if (c->direct.up[d] >= 0) check_conn(l, c, c->direct.up[d], true, 1), check_conn(l, c, c->direct.up[d], false, 0);
+            if (c->direct.down[d] >= 0) check_conn(l, c, c->direct.down[d], false, 1), check_conn(l, c, c->direct.down[d], true, 0);
+        }
+        if (c->direct.out >= 0) check_conn(l, c, c->direct.out, true, 1), check_conn(l, c, c->direct.out, false, 0);
+    }
 }
 
 void fc_nccl_resolve(fc_nccl_launch *l)
@@ -169,6 +180,16 @@ void fc_nccl_resolve(fc_nccl_launch *l)
         c->ring_userRanks = fc_nccl_get(chan, L->channel_ring_userRanks);
         c->tree_up = (int)(int32_t)fc_nccl_get(chan, L->channel_tree_up);
         for (int d = 0; d < 3; d++) c->tree_down[d] = i32_element(chan, L->channel_tree_down, d);
+        c->chain.up = (int)(int32_t)fc_nccl_get(chan, L->channel_collnetChain_up);
+        c->chain.down0 = i32_element(chan, L->channel_collnetChain_down, 0);
+        c->direct.out = (int)(int32_t)fc_nccl_get(chan, L->channel_collnetDirect_out);
+        c->direct.nHeads = (int)(int32_t)fc_nccl_get(chan, L->channel_collnetDirect_nHeads);
+        c->direct.headRank = (int)(int32_t)fc_nccl_get(chan, L->channel_collnetDirect_headRank);
+        c->direct.shift = (int)(int32_t)fc_nccl_get(chan, L->channel_collnetDirect_shift);
+        for (int d = 0; d < 7; d++) {
+            c->direct.up[d] = i32_element(chan, L->channel_collnetDirect_up, d);
+            c->direct.down[d] = i32_element(chan, L->channel_collnetDirect_down, d);
+        }
         c->nvls.out = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_out);
         c->nvls.nHeads = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_nHeads);
         c->nvls.headRank = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_headRank);

@@ -308,6 +308,7 @@ FC_API CUresult cuMemAllocHost(void **pp, unsigned int bytesize)
 FC_API CUresult cuMemFreeHost(void *p)
 {
     REQUIRE_INIT();
+    if (!p) API_RETURN(CUDA_SUCCESS, "\"ptr\":null"); /* as cudaFreeHost(NULL): nothing to free */
     fc_alloc a;
     if (!fc_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != FC_MEM_HOST_ALLOC)
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p);

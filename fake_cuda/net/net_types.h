@@ -404,4 +404,38 @@ typedef struct {
 typedef FCN_NET_V11_LIKE(ncclNetProperties_v11_t, ncclNetVDeviceProps_v9_t) ncclNet_v11_t;
 typedef FCN_NET_V11_LIKE(ncclNetProperties_v12_t, ncclNetVDeviceProps_v12_t) ncclNet_v12_t;
 
+/* ---- CollNet (nccl_net.h / net_v8.h); NCCL 2.23 to 2.32 all load v8 ---- */
+
+typedef struct {
+    void *mhandle;
+    void *address;
+    uint32_t size;
+} ncclNetSGE_v8_t;
+
+typedef struct {
+    const char *name;
+    ncclResult_t (*init)(ncclDebugLogger_t logFunction);
+    ncclResult_t (*devices)(int *ndev);
+    ncclResult_t (*getProperties)(int dev, ncclNetProperties_v8_t *props);
+    ncclResult_t (*listen)(int dev, void *handle, void **listenComm);
+    ncclResult_t (*connect)(void *handles[], int nranks, int rank, void *listenComm, void **collComm);
+    ncclResult_t (*reduceSupport)(int dataType, int redOp, int *supported);
+    ncclResult_t (*regMr)(void *collComm, void *data, size_t size, int type, void **mhandle);
+    ncclResult_t (*regMrDmaBuf)(void *collComm, void *data, size_t size, int type, uint64_t offset, int fd,
+                                void **mhandle);
+    ncclResult_t (*deregMr)(void *collComm, void *mhandle);
+    ncclResult_t (*iallreduce)(void *collComm, void *sendData, void *recvData, int count, int dataType, int redOp,
+                               void *sendMhandle, void *recvMhandle, void **request);
+    ncclResult_t (*iallgather)(void *collComm, void *sendData, int nRecvParts, ncclNetSGE_v8_t *recvParts,
+                               size_t bytesPerRank, size_t windowOffset, size_t windowBytes, void *sendMhandle,
+                               void **request);
+    ncclResult_t (*ireducescatter)(void *collComm, int nSendParts, ncclNetSGE_v8_t *sendParts, void *recvData,
+                                   size_t bytesPerRank, size_t windowOffset, size_t windowBytes, int dataType,
+                                   int redOp, void *recvMhandle, void **request);
+    ncclResult_t (*iflush)(void *collComm, void *data, int size, void *mhandle, void **request);
+    ncclResult_t (*test)(void *request, int *done, int *size);
+    ncclResult_t (*closeColl)(void *collComm);
+    ncclResult_t (*closeListen)(void *listenComm);
+} ncclCollNet_v8_t;
+
 #endif

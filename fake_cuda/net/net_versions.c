@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "collnet.h"
 #include "net_core.h"
 
 #define EXPORT __attribute__((visibility("default")))
@@ -333,4 +334,32 @@ EXPORT ncclNet_v12_t ncclNetPlugin_v12 = {
     .regMrDmaBuf = regmr_dmabuf, .isend = isend_v10, .irecv = irecv_v10, COMMON_TAIL,
     .getDeviceMr = NULL, .irecvConsumed = NULL, .makeVDevice = NULL, .finalize = fcn_ctx_destroy,
     .setNetAttr = NULL,
+};
+
+/* ---- CollNet ---- */
+
+static ncclResult_t coll_iallreduce(void *coll, void *send, void *recv, int count, int type, int op, void *smh,
+                                    void *rmh, void **request)
+{
+    (void)smh, (void)rmh;
+    return count < 0 ? ncclInvalidArgument : fcn_collnet_iallreduce(coll, send, recv, (size_t)count, type, op, request);
+}
+
+/* Received data is in place as soon as it arrived: nothing to flush. */
+static ncclResult_t coll_iflush(void *coll, void *data, int size, void *mhandle, void **request)
+{
+    (void)coll, (void)data, (void)size, (void)mhandle;
+    if (!request) return ncclInvalidArgument;
+    *request = NULL;
+    return ncclSuccess;
+}
+
+/* AllReduce only: NCCL uses CollNet for AllGather and ReduceScatter only
+ * where a plugin offers iallgather and ireducescatter. */
+EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
+    .name = FCN_PLUGIN_NAME, .init = init_v5, .devices = fcn_collnet_devices, .getProperties = props_v8,
+    .listen = fcn_listen, .connect = fcn_collnet_connect, .reduceSupport = fcn_collnet_reduce_support,
+    .regMr = fcn_reg_mr, .regMrDmaBuf = regmr_dmabuf, .deregMr = fcn_dereg_mr, .iallreduce = coll_iallreduce,
+    .iallgather = NULL, .ireducescatter = NULL, .iflush = coll_iflush, .test = fcn_collnet_test,
+    .closeColl = fcn_collnet_close, .closeListen = fcn_close_listen,
 };

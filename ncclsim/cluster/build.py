@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Optional, Sequence, Union
 
@@ -24,13 +25,17 @@ MAX_HOSTS = MAX_HOST_INDEX + 1
 
 
 def build_cluster(preset: Union[str, Preset] = DEFAULT_PRESET, hosts: int = 1,
-                  gpus: Optional[int] = None, nics: Optional[int] = None, *,
+                  gpus: Optional[int] = None, nics: Optional[int] = None, *, collnet: Optional[bool] = None,
                   search: Optional[Sequence[Path]] = None, catalog: Optional[GpuCatalog] = None,
                   sys_pci_devices: Path = SYS_PCI_DEVICES) -> Cluster:
     """`hosts` copies of the preset's host, each cut to its first `gpus` GPUs and
     first `nics` NICs (default: all). `sys_pci_devices` is where real PCI
-    devices are looked up, so that simulated bus ids never name one."""
+    devices are looked up, so that simulated bus ids never name one.
+    `collnet` overrides the preset's: whether the network reduces in its
+    switches (SHARP), which NCCL's CollNet uses."""
     p = preset if isinstance(preset, Preset) else load_preset(preset, search)
+    if collnet is not None:
+        p = dataclasses.replace(p, collnet=collnet)
     catalog = catalog or load_models()
     ngpus, nnics = len(p.gpus()), len(p.nics())
     if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= MAX_HOSTS:
@@ -129,7 +134,7 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
         sockets=tuple(sockets), switches=tuple(sorted(switches, key=lambda s: s.bus_id)),
         gpus=host_gpus, nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),
         nics=tuple(sorted(nics.values(), key=lambda n: n.index)),
-        multicast=_multicast(p, host_gpus, catalog))
+        multicast=_multicast(p, host_gpus, catalog), collnet=p.collnet and bool(nics))
 
 
 def _multicast(p: Preset, gpus: Sequence[Gpu], catalog: GpuCatalog) -> bool:

@@ -134,6 +134,7 @@ class Host:
     nvswitches: tuple[NvSwitch, ...]
     nics: tuple[Nic, ...]
     multicast: bool = False  # NVSwitch multicast objects (NVLS) for the host's GPUs
+    collnet: bool = False  # its NICs' fabric reduces in the network (SHARP): CollNet
     _devices: dict[PciAddress, Device] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -22,4 +22,4 @@ def platform_config(host: Host, catalog: Optional[GpuCatalog] = None) -> Platfor
                            port=n.port, latency_us=n.latency_us)
                  for n in host.nics)
     return PlatformConfig(host_index=host.index, hostname=host.hostname, gpus=gpus, nics=nics,
-                          multicast=host.multicast)
+                          multicast=host.multicast, collnet=host.collnet)

@@ -86,6 +86,7 @@ class Preset:
     nvswitches: tuple[int, ...]
     sockets: tuple[SocketSpec, ...]
     multicast: Optional[bool] = None  # NVSwitch multicast (NVLS); None: wherever the hardware has it
+    collnet: bool = False  # the network's switches reduce (SHARP): NCCL may use CollNet
 
     def gpus(self) -> list[GpuSpec]:
         """All GPUs, in bus order (= their index on the host)."""
@@ -244,7 +245,7 @@ def _link(n: _Node) -> PciLink:
 
 def parse_preset(doc: Any, source: Path) -> Preset:
     top = _Node(doc, "", source, ("format", "name", "description", "gpu_model", "cpu",
-                                  "pci_switch", "nic", "nvswitches", "multicast", "gpu_nvlinks",
+                                  "pci_switch", "nic", "nvswitches", "multicast", "collnet", "gpu_nvlinks",
                                   "sockets"))
     version = top.get("format", top.int_(0, 1 << 30))
     if version != FORMAT_VERSION:
@@ -265,7 +266,8 @@ def parse_preset(doc: Any, source: Path) -> Preset:
     if not sockets:
         raise top.error("a host needs at least one socket")
     multicast = top.get("multicast", top.bool_, default=None)
-    preset = Preset(name, description, source, _cpu(top), nvswitches, tuple(sockets), multicast)
+    collnet = top.get("collnet", top.bool_, default=False)
+    preset = Preset(name, description, source, _cpu(top), nvswitches, tuple(sockets), multicast, collnet)
     _check_buses(preset, top)
     return preset
 

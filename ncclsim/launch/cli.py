@@ -23,6 +23,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, metavar="G", help="GPUs per host (default: the preset's, 8)")
     p.add_argument("--preset", default="dgx-h100", help="cluster preset (default dgx-h100)")
     p.add_argument("--nics", type=int, metavar="N", help="NICs per host (default: the preset's)")
+    p.add_argument("--collnet", action="store_true", default=None,
+                   help="the network's switches reduce (SHARP-like): the simulated NICs offer CollNet, "
+                        "which NCCL uses with NCCL_COLLNET_ENABLE=1 (default: as the preset says)")
     p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",
@@ -55,7 +58,7 @@ def options(args: argparse.Namespace) -> LaunchOptions:
         command = command[1:]
     if args.command and not command:
         raise LaunchError("missing command after `--`")
-    return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset, nics=args.nics,
+    return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset, nics=args.nics, collnet=args.collnet,
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
                          run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,
                          hostfile=args.hostfile, interface=args.interface,

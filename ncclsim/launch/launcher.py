@@ -129,7 +129,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
            err: TextIO = sys.stderr) -> int:
     opts.check()
     check_environment(environ)
-    cluster = build_cluster(opts.preset, opts.hosts, opts.gpus, opts.nics)
+    cluster = build_cluster(opts.preset, opts.hosts, opts.gpus, opts.nics, collnet=opts.collnet)
     gpus = len(cluster.hosts[0].gpus)
     if gpus % opts.gpus_per_process:
         raise LaunchError(f"--gpus-per-process {opts.gpus_per_process} does not divide the "

@@ -34,6 +34,7 @@ class LaunchOptions:
     hostfile: Optional[Path] = None  # real machines to spread over; None: this one
     interface: Optional[str] = None  # NCCL_SOCKET_IFNAME for bootstrap and simulated NICs
     mpiexec_args: tuple[str, ...] = ()  # passed to mpiexec as they are
+    collnet: Optional[bool] = None  # the network reduces in its switches; None: as the preset says
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:

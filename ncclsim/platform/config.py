@@ -117,6 +117,7 @@ class PlatformConfig:
     driver_version: int = DEFAULT_DRIVER_VERSION
     nics: tuple[NicConfig, ...] = field(default_factory=tuple)
     multicast: bool = False  # the host's NVSwitches offer multicast objects (NVLS)
+    collnet: bool = False  # the fabric reduces in its switches (SHARP): the net plugin offers CollNet
 
     def validate(self, catalog: GpuCatalog) -> None:
         """Raise PlatformConfigError for anything fc_platform_load() would reject."""
@@ -197,7 +198,8 @@ def format_platform(cfg: PlatformConfig) -> str:
              f"host_index = {cfg.host_index}",
              f"hostname = {cfg.hostname}",
              f"driver_version = {cfg.driver_version}",
-             f"multicast = {int(cfg.multicast)}"]
+             f"multicast = {int(cfg.multicast)}",
+             f"collnet = {int(cfg.collnet)}"]
     for g in cfg.gpus:
         lines += ["[gpu]",
                   f"model = {g.model}",
@@ -343,10 +345,10 @@ def _platform_key(key: str, val: str, out: dict[str, int | str]) -> Optional[str
         out[key] = x
     elif key == "hostname":
         out[key] = val
-    elif key == "multicast":
+    elif key in ("multicast", "collnet"):
         x = _c_int(val, 0, 1)
         if x is None:
-            return f'multicast must be 0 or 1, got "{val}"'
+            return f'{key} must be 0 or 1, got "{val}"'
         out[key] = x
     else:
         return f'unknown key "{key}" in [platform]'
@@ -424,7 +426,8 @@ def parse_platform(text: str, source: str = "<string>",
         host_index=host,
         hostname=str(plat.get("hostname") or host_name(host)),
         driver_version=int(plat.get("driver_version", DEFAULT_DRIVER_VERSION)),
-        gpus=tuple(gpus), nics=tuple(nics), multicast=bool(plat.get("multicast", 0)))
+        gpus=tuple(gpus), nics=tuple(nics), multicast=bool(plat.get("multicast", 0)),
+        collnet=bool(plat.get("collnet", 0)))
 
 
 def read_platform(path: Path, catalog: Optional[GpuCatalog] = None) -> PlatformConfig:

@@ -1,0 +1,140 @@
+/* CollNet AllReduce: RunWorkColl of all_reduce.h for NCCL_ALGO_COLLNET_CHAIN
+ * and NCCL_ALGO_COLLNET_DIRECT, protocol Simple, without registered buffers.
+ *
+ * One rank per host and channel group talks to the network (the peer
+ * nRanks, the CollNet connection, which NCCL's proxy drives through the net
+ * plugin's in-network reduction). Chain: the host's GPUs form a chain; each
+ * reduces what comes from below and passes it up (connIndex 1), the head's
+ * "up" is the network, and the result comes back down the chain
+ * (connIndex 0). Direct: every GPU scatters its shares to the heads
+ * (connIndex 1), each head reduces its share from every GPU of the host and
+ * sends it to the network, then broadcasts the network's result to every GPU
+ * (connIndex 0), which gathers the heads' shares. The element ranges follow
+ * work->collnet (count, chunkCount) as the kernels do. */
+#include <stdio.h>
+
+#include "algorithms.h"
+#include "collective.h"
+
+typedef struct {
+    fc_coll *c;
+    int role;
+} collnet_part;
+
+static bool prims_of(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send, int nsend,
+                     int connIndex)
+{
+    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1, .connIndex = connIndex};
+    return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
+                         c->w->coll.recvbuff, c->op);
+}
+
+static void spawn_parts(fc_coll *c, void (*fn)(fc_task *, void *), const int *roles, int n)
+{
+    collnet_part parts[4];
+    for (int i = 0; i < n; i++) {
+        parts[i] = (collnet_part){c, roles[i]};
+        if (!fc_task_spawn(fc_task_sched(c->t), c->t, fn, &parts[i])) fc_emu_fail(c->e, "%s: out of memory", c->who);
+    }
+    fc_task_join(c->t);
+}
+
+/* ---- Chain ---- */
+
+enum { CHAIN_UP, CHAIN_DOWN };
+
+static void chain_part(fc_task *t, void *arg)
+{
+    collnet_part *part = arg;
+    fc_coll c = *part->c;
+    c.t = t;
+    const fc_nccl_channel *ch = c.ch;
+    const fc_nccl_work *w = c.w;
+    bool up = part->role == CHAIN_UP;
+    char who[sizeof c.who + 24];
+    snprintf(who, sizeof who, "%s (%s)", part->c->who, up ? "reduce up" : "broadcast down");
+    int recv = up ? ch->chain.down0 : ch->chain.up, send = up ? ch->chain.up : ch->chain.down0;
+    fc_prims p;
+    if (!prims_of(&c, &p, who, &recv, 1, &send, 1, up ? 1 : 0)) return;
+    int64_t bid = ch->id - w->coll.channelLo, nChannels = w->coll.channelHi - w->coll.channelLo + 1;
+    int64_t chunk = w->coll.collnetChunkCount, size = (int64_t)w->coll.collnetCount, loop = nChannels * chunk;
+    bool first = !up && recv == c.e->l->nRanks; /* the network's result enters the chain here: postOp */
+    for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
+        int64_t offset = gridOffset + bid * chunk, nelem = min64(chunk, size - offset);
+        if (up && recv < 0) FC_SEND(&p, offset, nelem);
+        else if (up) FC_RECV_REDUCE_SEND(&p, offset, nelem);
+        else if (send < 0) FC_RECV(&p, offset, nelem, first);
+        else fc_prims_op(&p, true, true, FC_BUF_NONE, 0, FC_BUF_OUTPUT, offset, nelem, first);
+    }
+    fc_prims_fini(&p);
+}
+
+void fc_allreduce_collnet_chain(fc_coll *c)
+{
+    static const int roles[] = {CHAIN_UP, CHAIN_DOWN};
+    spawn_parts(c, chain_part, roles, 2);
+}
+
+/* ---- Direct ---- */
+
+enum { DIRECT_SCATTER, DIRECT_REDUCE, DIRECT_GATHER, DIRECT_BCAST };
+static const char *const direct_names[] = {"scatter", "reduce", "gather", "broadcast"};
+
+static int count_peers(const int *peers)
+{
+    int n = 0;
+    while (n < 7 && peers[n] >= 0) n++;
+    return n;
+}
+
+static void direct_part(fc_task *t, void *arg)
+{
+    collnet_part *part = arg;
+    fc_coll c = *part->c;
+    c.t = t;
+    const fc_nccl_channel *ch = c.ch;
+    const fc_nccl_work *w = c.w;
+    char who[sizeof c.who + 24];
+    snprintf(who, sizeof who, "%s (%s)", part->c->who, direct_names[part->role]);
+    int64_t bid = ch->id - w->coll.channelLo, nChannels = w->coll.channelHi - w->coll.channelLo + 1;
+    int64_t chunk = w->coll.collnetChunkCount, size = (int64_t)w->coll.collnetCount;
+    int nHeads = ch->direct.nHeads, nup = count_peers(ch->direct.up), ndown = count_peers(ch->direct.down);
+    int64_t loop = nChannels * nHeads * chunk;
+    int64_t base = bid * nHeads * chunk, headBase = (bid * nHeads + ch->direct.headRank) * chunk;
+    fc_prims p;
+    bool ok;
+    switch (part->role) {
+    case DIRECT_SCATTER: ok = prims_of(&c, &p, who, NULL, 0, ch->direct.up, nup, 1); break;
+    case DIRECT_GATHER: ok = prims_of(&c, &p, who, ch->direct.up, nup, NULL, 0, 0); break;
+    case DIRECT_REDUCE: ok = prims_of(&c, &p, who, ch->direct.down, ndown, &ch->direct.out, 1, 1); break;
+    default: ok = prims_of(&c, &p, who, &ch->direct.out, 1, ch->direct.down, ndown, 0); break;
+    }
+    if (!ok) return;
+    for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
+        int64_t offset = gridOffset + base, nelem = min64(nHeads * chunk, size - offset);
+        int64_t headOffset = gridOffset + headBase, headElem = min64(chunk, size - headOffset);
+        switch (part->role) {
+        case DIRECT_SCATTER: fc_prims_scatter(&p, offset, nelem, chunk, chunk, ch->direct.headRank, ch->direct.shift); break;
+        case DIRECT_GATHER:
+            fc_prims_gather(&p, offset, nelem, chunk, chunk, ch->direct.headRank, ch->direct.shift, false);
+            break;
+        case DIRECT_REDUCE: /* this head's share from every GPU of the host, to the network */
+            if (ndown) FC_RECV_REDUCE_SEND(&p, headOffset, headElem);
+            else FC_SEND(&p, headOffset, headElem);
+            break;
+        default: /* the network's result for this share, to the output and every GPU */
+            fc_prims_op(&p, true, ndown > 0, FC_BUF_NONE, 0, FC_BUF_OUTPUT, headOffset, headElem, true);
+            break;
+        }
+    }
+    fc_prims_fini(&p);
+}
+
+void fc_allreduce_collnet_direct(fc_coll *c)
+{
+    const fc_nccl_channel *ch = c->ch;
+    int roles[4], n = 0;
+    if (ch->direct.up[0] >= 0) roles[n++] = DIRECT_SCATTER, roles[n++] = DIRECT_GATHER;
+    if (ch->direct.out >= 0) roles[n++] = DIRECT_REDUCE, roles[n++] = DIRECT_BCAST;
+    spawn_parts(c, direct_part, roles, n);
+}

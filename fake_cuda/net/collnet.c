@@ -1,0 +1,253 @@
+/* CollNet: in-network reduction (as SHARP switches do for InfiniBand), offered
+ * when the host's platform says its fabric has it ([platform] collnet = 1).
+ *
+ * NCCL makes one collective group per CollNet device and communicator, of
+ * one rank per host (the heads), and hands it whole buffers to reduce. The
+ * "switch" here is the group itself: every member sends its data to every
+ * other over the plugin's own TCP connections (net_connect.c,
+ * net_transfer.c) and reduces what arrives, all in member order, so every
+ * member computes the same bits, as a switch's single reduction gives every
+ * member the same result. The reductions are NCCL's own operators
+ * (device/reduce.c). */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "collnet.h"
+#include "net_core.h"
+#include "platform.h"
+#include "reduce.h"
+
+#define COLL_MAGIC 0x636f6c6cu /* "coll" */
+#define COLL_REQ_MAGIC 0x63726571u
+#define COLL_MAX_RANKS 1024
+#define COLL_TAG 0x636e /* tags of the group's own messages */
+
+typedef struct coll_comm {
+    uint32_t magic;
+    int rank, nranks;
+    void **send, **recv; /* connections to and from every other member, by rank */
+    uint64_t ops;        /* operations posted, for logs */
+} coll_comm;
+
+typedef struct coll_request {
+    uint32_t magic;
+    coll_comm *c;
+    const void *send;
+    void *recv;
+    size_t count, bytes;
+    fc_redop op;
+    char *gathered; /* every member's data, by rank (this member's slot unused) */
+    void **reqs;    /* this member's sends, then its receives; NULL once complete */
+    int nreqs, pending;
+} coll_request;
+
+bool fcn_collnet_offered(void)
+{
+    const fc_platform *p = fc_platform_get();
+    return p && p->collnet && p->nnics > 0;
+}
+
+ncclResult_t fcn_collnet_devices(int *ndev)
+{
+    if (!ndev) return ncclInvalidArgument;
+    if (!fcn_collnet_offered()) {
+        *ndev = 0;
+        return ncclSuccess;
+    }
+    return fcn_devices(ndev); /* every NIC: NCCL merges CollNet and net devices by name */
+}
+
+ncclResult_t fcn_collnet_reduce_support(int type, int op, int *supported)
+{
+    if (!supported) return ncclInvalidArgument;
+    fc_redop r = {.type = type, .redop = op, .arg = 0};
+    /* ncclSum and ncclProd on every type NCCL reduces in a switch's place;
+     * min/max need the operator's argument from NCCL's device op: not offered. */
+    *supported = (op == 0 || op == 1) && type >= 2 && type <= 9 && fc_redop_valid(&r);
+    return ncclSuccess;
+}
+
+static void sleep_ms(void)
+{
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+}
+
+/* Post a message and wait until the plugin took it (a full comm answers NULL). */
+static ncclResult_t post(void *comm, bool send, void *data, size_t size, void **req)
+{
+    int tag = COLL_TAG;
+    for (;;) {
+        ncclResult_t rc = send ? fcn_isend(comm, data, size, tag, req) : fcn_irecv(comm, 1, &data, &size, &tag, req);
+        if (rc != ncclSuccess || *req) return rc;
+        sleep_ms();
+    }
+}
+
+static ncclResult_t wait(void *req)
+{
+    int done = 0;
+    while (!done) {
+        ncclResult_t rc = fcn_test(req, &done, NULL);
+        if (rc != ncclSuccess) return rc;
+        if (!done) sleep_ms();
+    }
+    return ncclSuccess;
+}
+
+static void comm_close(coll_comm *c)
+{
+    for (int r = 0; r < c->nranks; r++) {
+        if (c->send && c->send[r]) fcn_close_comm(c->send[r]);
+        if (c->recv && c->recv[r]) fcn_close_comm(c->recv[r]);
+    }
+    free(c->send);
+    free(c->recv);
+    c->magic = 0;
+    free(c);
+}
+
+/* Every member connects to every other and says who it is; accepted
+ * connections are sorted by the rank they announce. Blocks until the group
+ * is complete, as NCCL expects of a CollNet connect. */
+ncclResult_t fcn_collnet_connect(void *handles[], int nranks, int rank, void *listen_comm, void **coll)
+{
+    if (!handles || !coll || nranks < 1 || nranks > COLL_MAX_RANKS || rank < 0 || rank >= nranks)
+        return ncclInvalidArgument;
+    coll_comm *c = calloc(1, sizeof *c);
+    if (!c || !(c->send = calloc((size_t)nranks, sizeof(void *))) || !(c->recv = calloc((size_t)nranks, sizeof(void *)))) {
+        if (c) comm_close(c);
+        return ncclSystemError;
+    }
+    c->magic = COLL_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    ncclResult_t rc = ncclSuccess;
+    int32_t me = rank, announced[COLL_MAX_RANKS];
+    void *hello[COLL_MAX_RANKS] = {0};
+    void *accepted[COLL_MAX_RANKS] = {0};
+    int nsent = 0, naccepted = 0;
+    while (rc == ncclSuccess && (nsent < nranks - 1 || naccepted < nranks - 1)) {
+        bool moved = false;
+        for (int r = 0; r < nranks && rc == ncclSuccess; r++) {
+            if (r == rank || c->send[r]) continue;
+            rc = fcn_connect(0, handles[r], &c->send[r]);
+            if (c->send[r]) {
+                rc = post(c->send[r], true, &me, sizeof me, &hello[r]);
+                nsent++;
+                moved = true;
+            }
+        }
+        while (rc == ncclSuccess && naccepted < nranks - 1) {
+            void *in = NULL;
+            rc = fcn_accept(listen_comm, &in);
+            if (!in) break;
+            accepted[naccepted] = in;
+            rc = post(in, false, &announced[naccepted], sizeof announced[0], &hello[rank]);
+            if (rc == ncclSuccess) rc = wait(hello[rank]);
+            naccepted++;
+            moved = true;
+        }
+        if (!moved) sleep_ms();
+    }
+    for (int r = 0; r < nranks && rc == ncclSuccess; r++)
+        if (r != rank) rc = wait(hello[r]);
+    for (int i = 0; i < naccepted && rc == ncclSuccess; i++) {
+        int32_t from = announced[i];
+        if (from < 0 || from >= nranks || from == rank || c->recv[from]) {
+            FCN_WARN("CollNet connect: member %d announced itself as %d", i, from);
+            rc = ncclRemoteError;
+        } else {
+            c->recv[from] = accepted[i];
+            accepted[i] = NULL;
+        }
+    }
+    for (int i = 0; i < naccepted; i++)
+        if (accepted[i]) fcn_close_comm(accepted[i]);
+    if (rc != ncclSuccess) {
+        comm_close(c);
+        return rc;
+    }
+    FCN_INFO("CollNet group of %d: member %d connected", nranks, rank);
+    *coll = c;
+    return ncclSuccess;
+}
+
+ncclResult_t fcn_collnet_close(void *coll)
+{
+    coll_comm *c = coll;
+    if (!c || c->magic != COLL_MAGIC) return ncclInvalidArgument;
+    FCN_INFO("CollNet member %d of %d: %llu operations", c->rank, c->nranks, (unsigned long long)c->ops);
+    comm_close(c);
+    return ncclSuccess;
+}
+
+ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t count, int type, int op,
+                                    void **request)
+{
+    coll_comm *c = coll;
+    if (!c || c->magic != COLL_MAGIC || !request) return ncclInvalidArgument;
+    int supported = 0;
+    fcn_collnet_reduce_support(type, op, &supported);
+    if (!supported) {
+        FCN_WARN("CollNet: no reduction %d on data type %d", op, type);
+        return ncclInvalidArgument;
+    }
+    coll_request *q = calloc(1, sizeof *q);
+    size_t esz = fc_nccl_type_size(type), bytes = count * esz;
+    if (!q || !(q->reqs = calloc(2 * (size_t)c->nranks, sizeof(void *))) ||
+        !(q->gathered = malloc(bytes * (size_t)c->nranks + 1))) {
+        if (q) free(q->reqs);
+        free(q);
+        return ncclSystemError;
+    }
+    *q = (coll_request){.magic = COLL_REQ_MAGIC, .c = c, .send = send, .recv = recv, .count = count, .bytes = bytes,
+                        .op = {.type = type, .redop = op}, .gathered = q->gathered, .reqs = q->reqs};
+    ncclResult_t rc = ncclSuccess;
+    for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
+        if (r == c->rank) continue;
+        rc = post(c->send[r], true, send, bytes, &q->reqs[q->nreqs++]);
+        if (rc == ncclSuccess) rc = post(c->recv[r], false, q->gathered + (size_t)r * bytes, bytes, &q->reqs[q->nreqs++]);
+    }
+    if (rc != ncclSuccess) {
+        free(q->gathered);
+        free(q->reqs);
+        free(q);
+        return rc;
+    }
+    q->pending = q->nreqs;
+    c->ops++;
+    *request = q;
+    return ncclSuccess;
+}
+
+ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
+{
+    coll_request *q = request;
+    if (!q || q->magic != COLL_REQ_MAGIC || !done) return ncclInvalidArgument;
+    for (int i = 0; i < q->nreqs; i++) {
+        if (!q->reqs[i]) continue;
+        int d = 0;
+        ncclResult_t rc = fcn_test(q->reqs[i], &d, NULL);
+        if (rc != ncclSuccess) return rc;
+        if (d) {
+            q->reqs[i] = NULL;
+            q->pending--;
+        }
+    }
+    *done = q->pending == 0;
+    if (!*done) return ncclSuccess;
+    /* Every member reduces the members' data in rank order: the same bits everywhere. */
+    const void **srcs = malloc((size_t)q->c->nranks * sizeof *srcs);
+    if (!srcs) return ncclSystemError;
+    for (int r = 0; r < q->c->nranks; r++) srcs[r] = r == q->c->rank ? q->send : q->gathered + (size_t)r * q->bytes;
+    fc_reduce(&q->op, q->recv, srcs, q->c->nranks, q->count, false, false);
+    free(srcs);
+    if (size) *size = (int)q->bytes;
+    free(q->gathered);
+    free(q->reqs);
+    q->magic = 0;
+    free(q);
+    return ncclSuccess;
+}
