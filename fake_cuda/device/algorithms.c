@@ -34,7 +34,8 @@ static const algorithm algorithms[] = {
     ROW_(AllGather, PAT, SIMPLE, COLL, fc_allgather_pat, NULL),
     ROW_(ReduceScatter, PAT, SIMPLE, COLL, fc_reducescatter_pat, NULL),
     /* NVLink SHARP: GPUs on NVSwitches with multicast; Simple only; NVLS
-     * within one host (across hosts it goes through CollNet), NVLSTree across */
+     * within one host and, for AllReduce, across hosts through CollNet;
+     * NVLSTree across hosts */
     ROW_(AllReduce, NVLS, SIMPLE, COLL, fc_allreduce_nvls, NULL),
     ROW_(AllGather, NVLS, SIMPLE, COLL, fc_allgather_nvls, NULL),
     ROW_(ReduceScatter, NVLS, SIMPLE, COLL, fc_reducescatter_nvls, NULL),
@@ -85,8 +86,8 @@ bool fc_algo_unsupported(const fc_nccl_launch *l, char *why, size_t n)
         }
         for (int k = 0; k < b->nworks; k++) {
             const fc_nccl_work *w = &l->works[b->first_work + k];
-            if (b->func->algo == FC_NCCL_ALGO_NVLS && !w->coll.oneNode) {
-                snprintf(why, n, "%s across hosts (NVLS with CollNet)", name);
+            if (b->func->algo == FC_NCCL_ALGO_NVLS && b->func->coll != FC_NCCL_COLL_AllReduce && !w->coll.oneNode) {
+                snprintf(why, n, "%s across hosts (NVLS with CollNet's allgather/reducescatter)", name);
                 return true;
             }
             if (!uses_registered_buffers(b, w)) continue;

@@ -24,7 +24,8 @@ typedef struct {
 static bool prims_of(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send, int nsend,
                      int connIndex)
 {
-    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1, .connIndex = connIndex};
+    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1,
+                        .connIndexRecv = connIndex, .connIndexSend = connIndex};
     return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
                          c->w->coll.recvbuff, c->op);
 }

@@ -49,9 +49,10 @@ static allreduce_loop allreduce_loop_of(const fc_coll *c, int64_t lastAlign)
 }
 
 static bool role_prims(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send,
-                       int nsend, int connIndex)
+                       int nsend, int connIndexRecv, int connIndexSend)
 {
-    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1, .connIndex = connIndex};
+    fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1,
+                        .connIndexRecv = connIndexRecv, .connIndexSend = connIndexSend};
     return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
                          c->w->coll.recvbuff, c->op);
 }
@@ -71,10 +72,10 @@ static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tre
     int ndown = tree ? 3 : 1;
     bool hasUp = tree && ch->nvls.treeUp >= 0;
     switch (role) {
-    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, L.nHeads, 1); break;
-    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, L.nHeads, &no_peer, 0, 1); break;
-    case REDUCE: ok = role_prims(c, &p, who, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0); break;
-    default: ok = role_prims(c, &p, who, &ch->nvls.treeUp, 1, down, ndown, 0); break; /* BCAST */
+    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, L.nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, L.nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, who, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0, 0); break;
+    default: ok = role_prims(c, &p, who, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < L.channelCount; elemOffset += loop) {
@@ -93,6 +94,37 @@ static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tre
     fc_prims_fini(&p);
 }
 
+/* NVLS across hosts without NVLSTree: each head reduces its share of the
+ * host through the multicast buffers and sends it to the network (out, the
+ * CollNet peer, connIndex 1), then broadcasts the network's result through
+ * them (connIndex 0). Element ranges follow work->collnet. */
+static void allreduce_collnet_role(fc_coll *c, nvls_role role, const char *who)
+{
+    const fc_nccl_channel *ch = c->ch;
+    const fc_nccl_work *w = c->w;
+    int64_t bid = ch->id - w->coll.channelLo, nChannels = w->coll.channelHi - w->coll.channelLo + 1;
+    int64_t chunk = w->coll.collnetChunkCount, size = (int64_t)w->coll.collnetCount;
+    int nHeads = ch->nvls.nHeads;
+    int64_t loop = nChannels * nHeads * chunk;
+    fc_prims p;
+    bool ok;
+    switch (role) {
+    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, who, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break;
+    default: ok = role_prims(c, &p, who, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
+    }
+    if (!ok) return;
+    for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
+        int64_t offset = gridOffset + bid * nHeads * chunk, nelem = min64(nHeads * chunk, size - offset);
+        int64_t headOffset = gridOffset + (bid * nHeads + ch->nvls.headRank) * chunk;
+        if (role == SCATTER) fc_prims_scatter(&p, offset, nelem, chunk, chunk, -1, 0);
+        else if (role == GATHER) fc_prims_gather(&p, offset, nelem, chunk, chunk, -1, 0, false);
+        else fc_prims_op(&p, true, true, FC_BUF_NONE, 0, FC_BUF_NONE, 0, min64(chunk, size - headOffset), false);
+    }
+    fc_prims_fini(&p);
+}
+
 /* ---- AllGather and ReduceScatter (NVLS on one host) ---- */
 
 static void allgather_role(fc_coll *c, nvls_role role, const char *who)
@@ -101,8 +133,8 @@ static void allgather_role(fc_coll *c, nvls_role role, const char *who)
     int64_t count, gridOffset, channelCount, chunk;
     fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
     fc_prims p;
-    bool ok = role == GATHER ? role_prims(c, &p, who, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1)
-                             : role_prims(c, &p, who, &no_peer, 0, &ch->nvls.down, 1, 0);
+    bool ok = role == GATHER ? role_prims(c, &p, who, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1, 1)
+                             : role_prims(c, &p, who, &no_peer, 0, &ch->nvls.down, 1, 0, 0);
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
@@ -118,8 +150,8 @@ static void reducescatter_role(fc_coll *c, nvls_role role, const char *who)
     int64_t count, gridOffset, channelCount, chunk;
     fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
     fc_prims p;
-    bool ok = role == SCATTER ? role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1)
-                              : role_prims(c, &p, who, &ch->nvls.down, 1, &no_peer, 0, 0);
+    bool ok = role == SCATTER ? role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1, 1)
+                              : role_prims(c, &p, who, &ch->nvls.down, 1, &no_peer, 0, 0, 0);
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
@@ -141,7 +173,8 @@ static void part_run(fc_task *t, void *arg)
     const fc_nccl_func *f = c.func;
     if (f->coll == FC_NCCL_COLL_AllGather) allgather_role(&c, part->role, who);
     else if (f->coll == FC_NCCL_COLL_ReduceScatter) reducescatter_role(&c, part->role, who);
-    else allreduce_role(&c, part->role, who, f->algo == FC_NCCL_ALGO_NVLS_TREE);
+    else if (f->algo == FC_NCCL_ALGO_NVLS_TREE || c.w->coll.oneNode) allreduce_role(&c, part->role, who, f->algo == FC_NCCL_ALGO_NVLS_TREE);
+    else allreduce_collnet_role(&c, part->role, who);
 }
 
 static void run_roles(fc_coll *c, const nvls_role *roles, int n)
@@ -154,21 +187,23 @@ static void run_roles(fc_coll *c, const nvls_role *roles, int n)
     fc_task_join(c->t);
 }
 
-/* Across hosts, NVLS proper goes through CollNet (reduce to the network at
- * each head), which the simulated fabric does not offer. */
+/* Across hosts, AllGather and ReduceScatter with NVLS go through CollNet's
+ * iallgather / ireducescatter, which the simulated fabric does not offer
+ * (NCCL does not pick them then; refused at launch). */
 static bool one_node(fc_coll *c)
 {
     if (c->w->coll.oneNode) return true;
-    fc_emu_fail(c->e, "%s: NVLS across hosts (through CollNet) is not emulated", c->who);
+    fc_emu_fail(c->e, "%s: NVLS across hosts for this collective is not emulated", c->who);
     return false;
 }
 
 void fc_allreduce_nvls(fc_coll *c)
 {
-    if (!one_node(c)) return;
-    static const nvls_role heads[] = {SCATTER, GATHER, REDUCE}, others[] = {SCATTER, GATHER};
-    if (c->ch->nvls.headRank >= 0) run_roles(c, heads, 3);
-    else run_roles(c, others, 2);
+    static const nvls_role heads[] = {SCATTER, GATHER, REDUCE}, out[] = {SCATTER, GATHER, REDUCE, BCAST},
+                           others[] = {SCATTER, GATHER};
+    if (c->ch->nvls.headRank < 0) run_roles(c, others, 2);
+    else if (!c->w->coll.oneNode && c->ch->nvls.out >= 0) run_roles(c, out, 4);
+    else run_roles(c, heads, 3);
 }
 
 void fc_allreduce_nvls_tree(fc_coll *c)

@@ -168,14 +168,14 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
      * returns the credit it skipped (loadRecvConn/loadSendConn). */
     uint64_t round = cfg->proto == FC_NCCL_PROTO_SIMPLE ? (uint64_t)(cfg->slicePerChunk * cfg->stepPerSlice) : 1;
     for (int i = 0; i < nrecvMax && recvPeers[i] >= 0; i++) {
-        if (!fc_prims_conn(p, ch, recvPeers[i], false, cfg->connIndex, &p->recv[i])) return false;
+        if (!fc_prims_conn(p, ch, recvPeers[i], false, cfg->connIndexRecv, &p->recv[i])) return false;
         uint64_t s = *p->recv[i].step;
         p->rstep[i] = (s + round - 1) / round * round;
         if (cfg->proto == FC_NCCL_PROTO_SIMPLE) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i]);
         p->nrecv++;
     }
     for (int i = 0; i < nsendMax && sendPeers[i] >= 0; i++) {
-        if (!fc_prims_conn(p, ch, sendPeers[i], true, cfg->connIndex, &p->send[i])) return false;
+        if (!fc_prims_conn(p, ch, sendPeers[i], true, cfg->connIndexSend, &p->send[i])) return false;
         uint64_t s = *p->send[i].step;
         p->sstep[i] = (s + round - 1) / round * round;
         p->nsend++;

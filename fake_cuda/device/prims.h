@@ -65,7 +65,7 @@ typedef struct {
     int proto;
     int slicePerChunk, stepPerSlice; /* Simple */
     int stepBytes;                   /* Simple: bytes per step; 0: buffSizes[SIMPLE] / NCCL_STEPS */
-    int connIndex;
+    int connIndexRecv, connIndexSend; /* which of a peer's NCCL_MAX_CONNS connections each side uses */
 } fc_prims_cfg;
 
 /* Build: peers lists end at the first negative entry (at most n of them).

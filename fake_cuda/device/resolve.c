@@ -113,6 +113,10 @@ static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const
             if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.down, false, 0);
             if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.down, true, 0);
         }
+        if (algo == FC_NCCL_ALGO_NVLS && c->nvls.headRank >= 0 && c->nvls.out >= 0) { /* CollNet: up 1, down 0 */
+            check_conn(l, c, c->nvls.out, true, 1);
+            check_conn(l, c, c->nvls.out, false, 0);
+        }
         if (algo == FC_NCCL_ALGO_NVLS_TREE && c->nvls.headRank >= 0) {
             check_conn(l, c, c->nvls.treeUp, true, 0);
             check_conn(l, c, c->nvls.treeUp, false, 0);

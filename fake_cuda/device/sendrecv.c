@@ -33,7 +33,7 @@ static void p2p_run(fc_task *t, void *arg)
                         .slicePerChunk = 1,
                         .stepPerSlice = 1,
                         .stepBytes = f->e->l->p2pChunkSize,
-                        .connIndex = 1};
+                        .connIndexRecv = 1, .connIndexSend = 1};
     fc_redop op = {.type = FC_NCCL_TYPE_i8, .redop = FC_NCCL_REDOP_Sum, .arg = 0};
     int none = -1;
     fc_prims p;
