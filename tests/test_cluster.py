@@ -255,6 +255,23 @@ def test_multicast_where_the_hardware_has_it(tmp_path: Path, no_sys_pci: Path) -
         load_preset(str(write_preset(tmp_path, doc)))
 
 
+def test_collnet_from_the_preset_or_the_launch(tmp_path: Path, no_sys_pci: Path) -> None:
+    """In-network reduction is the fabric's: off unless the preset or the
+    launch says so, and only on hosts with NICs."""
+    doc = preset_doc()
+    path = write_preset(tmp_path, doc)
+    assert [h.collnet for h in build_cluster(str(path), hosts=2, sys_pci_devices=no_sys_pci).hosts] == [False] * 2
+    assert all(h.collnet for h in build_cluster(str(path), hosts=2, collnet=True, sys_pci_devices=no_sys_pci).hosts)
+    doc["collnet"] = True
+    path = write_preset(tmp_path, doc)
+    (host,) = build_cluster(str(path), sys_pci_devices=no_sys_pci).hosts
+    assert host.collnet and "collnet = 1" in format_platform(platform_config(host))
+    (host,) = build_cluster(str(path), nics=0, sys_pci_devices=no_sys_pci).hosts
+    assert not host.collnet
+    (host,) = build_cluster(str(path), collnet=False, sys_pci_devices=no_sys_pci).hosts
+    assert not host.collnet
+
+
 def test_too_many_nvlinks_for_the_model(tmp_path: Path, no_sys_pci: Path) -> None:
     doc = preset_doc()
     doc["gpu_model"] = "a100"  # 12 NVLinks

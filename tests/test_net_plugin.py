@@ -7,9 +7,12 @@
    messages (tags matched, actual sizes reported); a closed peer is an error.
 3. Unmodified NCCL (2.30.7 installed, 2.21.5 from the cache) loads the plugin
    and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
+4. CollNet (ncclCollNetPlugin_v8): no devices unless the platform's fabric
+   reduces in the network; then three processes form a group and every one
+   gets the group's reduction, the same bits everywhere.
 
-This file is also the harness the subprocesses of 1 and 2 run:
-`python test_net_plugin.py props VERSION` / `peer VERSION a|b`.
+This file is also the harness the subprocesses of 1, 2 and 4 run:
+`python test_net_plugin.py props VERSION` / `peer VERSION a|b` / `collnet RANK NRANKS`.
 """
 
 from __future__ import annotations
@@ -108,6 +111,27 @@ typedef struct {
   int (*finalize)(void* ctx);
   void* setNetAttr;
 } net_v12;
+typedef struct {
+  const char* name;
+  int (*init)(void* logFunction);
+  int (*devices)(int* ndev);
+  int (*getProperties)(int dev, props_v8* props);
+  int (*listen)(int dev, void* handle, void** listenComm);
+  int (*connect)(void* handles[], int nranks, int rank, void* listenComm, void** collComm);
+  int (*reduceSupport)(int dataType, int redOp, int* supported);
+  int (*regMr)(void* collComm, void* data, size_t size, int type, void** mhandle);
+  void* regMrDmaBuf;
+  int (*deregMr)(void* collComm, void* mhandle);
+  int (*iallreduce)(void* collComm, void* sendData, void* recvData, int count, int dataType, int redOp,
+                    void* sendMhandle, void* recvMhandle, void** request);
+  void* iallgather;
+  void* ireducescatter;
+  int (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
+  int (*test)(void* request, int* done, int* size);
+  int (*closeColl)(void* collComm);
+  int (*closeListen)(void* listenComm);
+} collnet_v8;
+extern collnet_v8 ncclCollNetPlugin_v8;
 """ + "".join(f"extern net_v{v} ncclNetPlugin_v{v};\n" for v in VERSIONS)
 
 NCCL_PTR_HOST, NCCL_PTR_CUDA = 1, 2
@@ -297,9 +321,63 @@ def harness_peer(path: str, version: int, role: str) -> None:
     say("BYE")
 
 
+def harness_collnet(path: str, rank: int, nranks: int) -> None:
+    """One member of a CollNet group: devices, reduce support, then (when
+    offered) listen, connect to every member's handle, and AllReduce float32
+    sums and int32 products of COUNT elements; prints each result's bytes."""
+    import cffi
+    import hashlib
+    import struct
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    t = ffi.addressof(ffi.dlopen(path), "ncclCollNetPlugin_v8")
+    n = ffi.new("int*")
+    if t.init(ffi.NULL) != 0 or t.devices(n) != 0:
+        raise RuntimeError("init/devices failed")
+    sup = ffi.new("int*")
+    support = {}
+    for name, (dtype, op) in {"f32_sum": (7, 0), "i32_prod": (2, 1), "f32_max": (7, 2), "i8_sum": (0, 0)}.items():
+        t.reduceSupport(dtype, op, sup)
+        support[name] = sup[0]
+    say(json.dumps({"devices": n[0], "support": support}))
+    if not n[0]:
+        return
+    lc, handle = ffi.new("void**"), ffi.new("char[128]")
+    if t.listen(0, handle, lc) != 0:
+        raise RuntimeError("listen failed")
+    say("HANDLE", bytes(ffi.buffer(handle)).hex())
+    handles = [ffi.new("char[128]", bytes.fromhex(sys.stdin.readline().split()[1])) for _ in range(nranks)]
+    coll = ffi.new("void**")
+    if t.connect(ffi.new("void*[]", handles), nranks, rank, lc[0], coll) != 0:
+        raise RuntimeError("connect failed")
+    say("CONNECTED")
+    results = []
+    for fmt, dtype, op, values in (("f", 7, 0, [rank * 0.25 + i * 1e-3 for i in range(COLLNET_COUNT)]),
+                                   ("i", 2, 1, [rank + 2 + i % 5 for i in range(COLLNET_COUNT)])):
+        send = ffi.from_buffer("char[]", struct.pack(f"<{COLLNET_COUNT}{fmt}", *values))
+        recv = ffi.new("char[]", 4 * COLLNET_COUNT)
+        req, done = ffi.new("void**"), ffi.new("int*")
+        if t.iallreduce(coll[0], send, recv, COLLNET_COUNT, dtype, op, ffi.NULL, ffi.NULL, req) != 0:
+            raise RuntimeError("iallreduce failed")
+        deadline = time.monotonic() + 60
+        while not done[0]:
+            if t.test(req[0], done, ffi.NULL) != 0 or time.monotonic() > deadline:
+                raise RuntimeError("test failed or timed out")
+        out = bytes(ffi.buffer(recv))
+        results.append({"sha256": hashlib.sha256(out).hexdigest(), "head": out[:32].hex(), "last": out[-4:].hex()})
+    say("RESULTS", json.dumps(results))
+    if t.closeColl(coll[0]) != 0 or t.closeListen(lc[0]) != 0:
+        raise RuntimeError("close failed")
+
+
+COLLNET_COUNT = 100_000  # 400 KB per member: more than a socket buffer holds
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "props":
         harness_props(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
+    elif sys.argv[1] == "collnet":
+        harness_collnet(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), int(sys.argv[3]))
     else:
         harness_peer(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), sys.argv[3])
     sys.exit(0)
@@ -345,7 +423,7 @@ def test_exports_every_version_and_nothing_else(plugin: Path) -> None:
                          text=True, check=True).stdout
     names = {line.split()[-1] for line in out.splitlines() if line.split()[1:2] != ["A"]}
     names = {n for n in names if not n.startswith("_")}
-    assert names == {f"ncclNetPlugin_v{v}" for v in VERSIONS}
+    assert names == {f"ncclNetPlugin_v{v}" for v in VERSIONS} | {"ncclCollNetPlugin_v8"}
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -511,3 +589,54 @@ def test_nccl_uses_gpu_direct_rdma_when_the_nic_sits_by_the_gpu(nccl_build, plug
                             topology=True)
     net = NET_CHANNEL.findall(text)
     assert net and all("/GDRDMA" in extra for *_, extra in net), net
+
+
+def _collnet_env(harness_env: dict[str, str], tmp_path: Path, offered: bool) -> dict[str, str]:
+    plat = Path(harness_env["NCCLSIM_PLATFORM"])
+    if offered:
+        text = plat.read_text().replace("collnet = 0", "collnet = 1")
+        plat = tmp_path / "collnet.conf"
+        plat.write_text(text)
+    return {**harness_env, "NCCLSIM_PLATFORM": str(plat)}
+
+
+def test_no_collnet_unless_the_fabric_has_it(harness_env: dict[str, str], tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, str(HARNESS), "collnet", "0", "1"],
+                          env=_collnet_env(harness_env, tmp_path, False), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["devices"] == 0
+
+
+def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str], tmp_path: Path) -> None:
+    """Every member gets the group's sum (float32) and product (int32), in the
+    same bits, computed in member order as NCCL's operators do."""
+    import struct
+    env = _collnet_env(harness_env, tmp_path, True)
+    procs = [subprocess.Popen([sys.executable, str(HARNESS), "collnet", str(r), "3"], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0) for r in range(3)]
+    try:
+        infos = [json.loads(read_line(p)) for p in procs]
+        assert all(i == {"devices": 2, "support": {"f32_sum": 1, "i32_prod": 1, "f32_max": 0, "i8_sum": 0}}
+                   for i in infos), infos
+        handles = [read_line(p) for p in procs]
+        assert all(h.startswith("HANDLE ") for h in handles)
+        for p in procs:
+            for h in handles:
+                send_line(p, h)
+        assert all(read_line(p) == "CONNECTED" for p in procs)
+        results = [json.loads(read_line(p).split(" ", 1)[1]) for p in procs]
+        assert results[0] == results[1] == results[2]
+        n = COLLNET_COUNT
+        sums = struct.unpack("<8f", bytes.fromhex(results[0][0]["head"])) + \
+            struct.unpack("<f", bytes.fromhex(results[0][0]["last"]))
+        f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]  # noqa: E731
+        want = [f32(sum(f32(r * 0.25 + i * 1e-3) for r in range(3))) for i in (*range(8), n - 1)]
+        assert list(sums) == pytest.approx(want, rel=1e-6)
+        prods = struct.unpack("<8i", bytes.fromhex(results[0][1]["head"]))
+        assert list(prods) == [(2 + i % 5) * (3 + i % 5) * (4 + i % 5) for i in range(8)]
+        for p in procs:
+            assert p.wait(timeout=60) == 0, p.stderr.read().decode()[-2000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()

@@ -124,7 +124,7 @@ def test_written_file_format(catalog: GpuCatalog, no_sys_pci: Path) -> None:
     lines = [ln for ln in text.splitlines() if not ln.startswith("#")]
     assert lines == [
         "[platform]", "host_index = 0", "hostname = ncclsim-h0", "driver_version = 13000",
-        "multicast = 1", "[gpu]", "model = h100", "bus_id = 0000:18:00.0",
+        "multicast = 1", "collnet = 0", "[gpu]", "model = h100", "bus_id = 0000:18:00.0",
         "uuid = GPU-6e63736d-0000-0000-0000-000000000001", "memory = 85045477376",
         "numa_node = 0",
         "nvlink_remote = " + ",".join(f"0000:{b:02x}:00.0" for b in [5, 6, 7, 8] * 4 + [5, 6])]
@@ -186,8 +186,8 @@ HARNESS_C = r"""
 static void dump(const fc_platform *p)
 {
     char b[64];
-    printf("[platform]\nhost_index = %d\nhostname = %s\ndriver_version = %d\nmulticast = %d\n",
-           p->host_index, p->hostname, p->driver_version, p->multicast);
+    printf("[platform]\nhost_index = %d\nhostname = %s\ndriver_version = %d\nmulticast = %d\ncollnet = %d\n",
+           p->host_index, p->hostname, p->driver_version, p->multicast, p->collnet);
     for (int i = 0; i < p->ngpus; i++) {
         const fc_gpu *g = &p->gpu[i];
         printf("[gpu]\nmodel = %s\n", g->model->key);
@@ -272,7 +272,7 @@ def test_c_reader_defaults_match_python(c_platform: CTool, catalog: GpuCatalog,
                                         tmp_path: Path) -> None:
     text = ("[platform]\nhost_index = 4\n[gpu]\nmodel = h100\nbus_id = 0004:18:00.0\n"
             "[gpu]\nmodel = NVIDIA L40S\nbus_id = 0004:2a:00.0\nmemory = 0x40000000\n"
-            "nvlink_remote = 0004:05:00.0*2, 0004:06:00.0\n")
+            "nvlink_remote = 0004:05:00.0*2, 0004:06:00.0\n").replace("[platform]\n", "[platform]\ncollnet = 1\n")
     (tmp_path / "p.conf").write_text(text)
     r = c_platform("load", str(tmp_path / "p.conf"))
     assert r.returncode == 0, r.stderr
@@ -284,6 +284,8 @@ def test_c_reader_defaults_match_python(c_platform: CTool, catalog: GpuCatalog,
     "[gpu]\nmodel = h100\nbus_id = 0:18:0.0\n[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\n",
     "[platform]\ndriver_version = 9000\n[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\n",
     "[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\nnvlink_remote = 0000:05:00.0*19\n",
+    "[platform]\nmulticast = yes\n[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\n",
+    "[platform]\ncollnet = 2\n[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\n",
 ])
 def test_c_and_python_reject_alike(c_platform: CTool, catalog: GpuCatalog, tmp_path: Path,
                                    text: str) -> None:

@@ -214,6 +214,8 @@ def render_spec(p: Preset, header: Sequence[str] = ()) -> str:
         out += ["", f"nvswitches: [{', '.join(_hex(b) for b in p.nvswitches)}]"]
     if p.multicast is not None:
         out += [f"multicast: {'true' if p.multicast else 'false'}    # NVSwitch multicast (NVLS)"]
+    if p.collnet:
+        out += ["collnet: true    # the network reduces in its switches (CollNet)"]
     if d.nvlinks:
         out += ["", "gpu_nvlinks:"] + [f"  - [{_hex(t)}, {n}]" for t, n in d.nvlinks]
     out += ["", "sockets:"]
