@@ -51,7 +51,7 @@ def _tree_text(nodes: dict[int, TreeNode]) -> str:
                     f"{'>' + ','.join(map(str, n.down)) if n.down else ''})" for r, n in sorted(nodes.items()))
 
 
-def _feature_text(name: str, f: Feature, unsupported: str) -> str:
+def _feature_text(name: str, f: Feature, unsupported: str, unasked: str = "") -> str:
     state = "used" if f.used else "not used"
     details = []
     if f.channels is not None:
@@ -60,6 +60,8 @@ def _feature_text(name: str, f: Feature, unsupported: str) -> str:
         details.append(f"graph {f.graph_channels} channels")
     if f.supported is False:
         details.append(unsupported)
+    elif f.supported is None and not f.used and unasked:
+        details.append(unasked)
     if f.heads:
         details.append(f"heads: ranks {' '.join('/'.join(map(str, h)) for h in f.heads)}")
     return f"{name}: {state}" + (f" ({', '.join(details)})" if details else "")
@@ -92,7 +94,9 @@ def _header(report: Report) -> list[str]:
     lines.append(f"Channels: {report.channels if report.channels is not None else '?'} coll"
                  + (f", {report.p2p_channels} p2p" if report.p2p_channels is not None else ""))
     lines.append(_feature_text("NVLS", report.nvls, "no multicast: the GPUs or NVSwitches lack it") + "; "
-                 + _feature_text("CollNet", report.collnet, "no CollNet devices"))
+                 + _feature_text("CollNet", report.collnet,
+                                 "no CollNet devices: the network does not reduce in its switches (launch --collnet)",
+                                 "not enabled: NCCL_COLLNET_ENABLE=1 turns it on"))
     lines.append(_pat_text(report))
     if len(report.communicators) > 1:
         lines.append(f"Communicators: {len(report.communicators)} (reporting the largest, "
