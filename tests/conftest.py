@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable, Mapping, Optional
 
 import pytest
@@ -166,3 +168,60 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if E2E_FIXTURES & set(getattr(item, "fixturenames", ())) and not item.get_closest_marker("e2e"):
             item.add_marker(pytest.mark.e2e)
+
+
+# ---- tests per NCCL release ----
+
+# Every release a release test runs on, when ncclsim's cache holds it
+# (`launch --nccl SPEC` fetched it once); `@pytest.mark.releases(...)` picks some.
+NCCL_RELEASES = ("cu12:2.23.4", "cu12:2.24.3", "cu12:2.25.1", "cu12:2.26.2", "cu12:2.27.7", "cu12:2.29.2",
+                 "cu12:2.32.3", "cu13:2.27.7", "cu13:2.30.7", "cu13:2.32.3")
+
+
+@dataclass(frozen=True)
+class CachedRelease:
+    spec: str  # for launch --nccl
+    version: str
+    env: dict[str, str]  # the cache that holds it, not the test's own
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cached_release" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("releases")
+        metafunc.parametrize("cached_release", marker.args if marker else NCCL_RELEASES, indirect=True)
+
+
+@pytest.fixture
+def cached_release(request: pytest.FixtureRequest) -> CachedRelease:
+    from ncclsim.nccl.wheels import cache_root
+    spec = request.param
+    flavour, version = spec.split(":")
+    if not (cache_root() / f"{flavour}-{version}" / "lib" / "libnccl.so.2").exists():
+        pytest.skip(f"{spec} is not in the cache")
+    return CachedRelease(spec, version, {"XDG_CACHE_HOME": str(cache_root().parent.parent)})
+
+
+# ---- the probe under launch, every output checked ----
+
+ProbeRun = Callable[..., dict]
+
+
+@pytest.fixture
+def probe_run(run_cli: RunCli, ncclsim_exe: Path) -> ProbeRun:
+    """run(run_dir, hosts, gpus, ops, sizes, env=None, nccl="installed", args=()):
+    `ncclsim launch` of the probe (args: more launch options); fails unless
+    it exits 0 and rank 0 checked every op at every size. Returns run.json."""
+    from ncclsim.rundir import RunDir
+
+    def run(run_dir: Path, hosts: int, gpus: int, ops: tuple[str, ...], sizes: list[int],
+            env: Optional[dict[str, str]] = None, nccl: str = "installed", args: tuple[str, ...] = ()) -> dict:
+        proc = run_cli("launch", "--run-dir", str(run_dir), "--nccl", nccl, "--hosts", str(hosts), "--gpus", str(gpus),
+                       *args, "--timeout", "600", "--", str(ncclsim_exe), "probe", "--ops", ",".join(ops),
+                       "--sizes", ",".join(map(str, sizes)), env=env, timeout=700)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        out = RunDir(run_dir).rank(0).stdout.read_text()
+        for op in ops:
+            for size in sizes:
+                assert re.search(rf"{op} +{size} B  checked", out), f"{op} {size} B not checked:\n{out[-3000:]}"
+        return json.loads(RunDir(run_dir).run_json.read_text())
+    return run

@@ -6,14 +6,12 @@ NCCL releases of the cache."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Optional
 
 import pytest
 
-from ncclsim.nccl.wheels import cache_root
 from ncclsim.rundir import RunDir
 
 pytestmark = pytest.mark.e2e
@@ -23,28 +21,20 @@ NVLS_OPS = ("allreduce", "allgather", "reducescatter")
 ODD_SIZES = [8, 4096, 1000 * 1000, (3 << 20) + 4 * 1234, 16 << 20]
 
 
-def _probe(run_cli, ncclsim_exe: Path, run: Path, hosts: int, gpus: int, ops: tuple[str, ...], sizes: list[int],
+def _probe(probe_run, run: Path, hosts: int, gpus: int, ops: tuple[str, ...], sizes: list[int],
            env: Optional[dict[str, str]] = None, preset: str = "dgx-h100", nccl: str = "installed") -> dict:
-    proc = run_cli("launch", "--run-dir", str(run), "--preset", preset, "--nccl", nccl, "--hosts", str(hosts),
-                   "--gpus", str(gpus), "--timeout", "600", "--", str(ncclsim_exe), "probe", "--ops", ",".join(ops),
-                   "--sizes", ",".join(map(str, sizes)), env=env, timeout=700)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = RunDir(run).rank(0).stdout.read_text()
-    for op in ops:
-        for size in sizes:
-            assert re.search(rf"{op} +{size} B  checked", out), f"{op} {size} B not checked:\n{out[-3000:]}"
-    return json.loads(RunDir(run).run_json.read_text())
+    return probe_run(run, hosts, gpus, ops, sizes, env=env, nccl=nccl, args=("--preset", preset))
 
 
 def _algorithms(report: dict, collective: str) -> dict[int, str]:
     return {t["bytes"]: t["algorithm"] for t in report["tuning"] if t["collective"] == collective}
 
 
-def test_nccl_picks_nvls_on_one_host(run_cli, ncclsim_exe: Path, leftovers, tmp_path: Path) -> None:
+def test_nccl_picks_nvls_on_one_host(probe_run, leftovers, tmp_path: Path) -> None:
     """1 x 8 H100: NCCL builds NVLS channels, every GPU heads one share, and
     AllReduce from a few MiB up runs on NVLS by NCCL's own choice."""
     run = tmp_path / "run"
-    report = _probe(run_cli, ncclsim_exe, run, 1, 8, ("allreduce",), [65536, 16 << 20, 64 << 20])
+    report = _probe(probe_run, run, 1, 8, ("allreduce",), [65536, 16 << 20, 64 << 20])
     nvls = report["nvls"]
     assert nvls["supported"] is True and nvls["used"] is True and nvls["channels"] == 16, nvls
     assert nvls["heads"] == [[r] for r in range(8)]
@@ -54,62 +44,53 @@ def test_nccl_picks_nvls_on_one_host(run_cli, ncclsim_exe: Path, leftovers, tmp_
     leftovers.assert_none(run)
 
 
-def test_forced_nvls_on_one_host(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
+def test_forced_nvls_on_one_host(probe_run, tmp_path: Path) -> None:
     """NCCL_ALGO=NVLS: AllReduce, AllGather and ReduceScatter through the
     multicast buffers, at sizes that leave remainders."""
-    report = _probe(run_cli, ncclsim_exe, tmp_path / "run", 1, 8, NVLS_OPS, ODD_SIZES, env={"NCCL_ALGO": "NVLS"})
+    report = _probe(probe_run, tmp_path / "run", 1, 8, NVLS_OPS, ODD_SIZES, env={"NCCL_ALGO": "NVLS"})
     assert {t["algorithm"] for t in report["tuning"]} == {"NVLS"}, report["tuning"]
     assert {t["collective"] for t in report["tuning"]} == {"AllReduce", "AllGather", "ReduceScatter"}
 
 
-def test_nccl_picks_nvls_tree_across_hosts(run_cli, ncclsim_exe: Path, leftovers, tmp_path: Path) -> None:
+def test_nccl_picks_nvls_tree_across_hosts(probe_run, leftovers, tmp_path: Path) -> None:
     """2 x 8 H100 (one NIC per GPU): NCCL logs a head per NIC on each host and
     picks NVLSTree for large AllReduce; forced NVLSTree at every size."""
     run = tmp_path / "run"
-    report = _probe(run_cli, ncclsim_exe, run, 2, 8, ("allreduce",), [65536, 16 << 20])
+    report = _probe(probe_run, run, 2, 8, ("allreduce",), [65536, 16 << 20])
     assert report["nvls"]["heads"] == [[h, h + 8] for h in range(8)], report["nvls"]
     algos = _algorithms(report, "AllReduce")
     assert algos[16 << 20] == "NVLS_TREE", algos
     log = "".join(p.read_text() for p in RunDir(run).rank(0).directory.glob("nccl.*.log"))
     assert re.search(r"NVLS Head  7:  7 15", log), log[-2000:]
     leftovers.assert_none(run)
-    forced = _probe(run_cli, ncclsim_exe, tmp_path / "forced", 2, 8, ("allreduce",), ODD_SIZES,
+    forced = _probe(probe_run, tmp_path / "forced", 2, 8, ("allreduce",), ODD_SIZES,
                     env={"NCCL_ALGO": "NVLSTree"})
     assert {t["algorithm"] for t in forced["tuning"]} == {"NVLS_TREE"}, forced["tuning"]
 
 
-def test_nvls_tree_with_fewer_heads_than_gpus(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
+def test_nvls_tree_with_fewer_heads_than_gpus(probe_run, tmp_path: Path) -> None:
     """hgx-h100-4nic: four NICs, so four heads per host (GPUs 0, 2, 4, 6, as on
     real 2 x 8 H100 logs); the other GPUs only scatter and gather."""
-    report = _probe(run_cli, ncclsim_exe, tmp_path / "run", 2, 8, ("allreduce",), ODD_SIZES,
+    report = _probe(probe_run, tmp_path / "run", 2, 8, ("allreduce",), ODD_SIZES,
                     env={"NCCL_ALGO": "NVLSTree"}, preset="hgx-h100-4nic")
     assert report["nvls"]["heads"] == [[0, 8], [2, 10], [4, 12], [6, 14]], report["nvls"]
     assert {t["algorithm"] for t in report["tuning"]} == {"NVLS_TREE"}, report["tuning"]
 
 
 @pytest.mark.parametrize("preset", ["dgx-a100", "pcie-l40s"])
-def test_no_nvls_without_multicast(run_cli, ncclsim_exe: Path, tmp_path: Path, preset: str) -> None:
+def test_no_nvls_without_multicast(probe_run, tmp_path: Path, preset: str) -> None:
     """As on the real machines: A100 NVSwitches and PCIe GPUs have no multicast."""
-    report = _probe(run_cli, ncclsim_exe, tmp_path / "run", 1, 4, ("allreduce",), [16 << 20], preset=preset)
+    report = _probe(probe_run, tmp_path / "run", 1, 4, ("allreduce",), [16 << 20], preset=preset)
     assert report["nvls"]["supported"] is False and report["nvls"]["used"] is False, report["nvls"]
     assert "NVLS" not in {t["algorithm"] for t in report["tuning"]}
 
 
-def _cached(flavour: str, version: str) -> bool:
-    return (cache_root() / f"{flavour}-{version}" / "lib" / "libnccl.so.2").exists()
-
-
-@pytest.mark.parametrize("spec", [
-    pytest.param(spec, marks=pytest.mark.skipif(not _cached(*spec.split(":")), reason=f"{spec} is not in the cache"))
-    for spec in ("cu12:2.23.4", "cu12:2.24.3", "cu12:2.25.1", "cu12:2.26.2", "cu12:2.27.7", "cu12:2.29.2",
-                 "cu12:2.32.3", "cu13:2.27.7", "cu13:2.30.7", "cu13:2.32.3")])
-def test_nvls_on_cached_releases(run_cli, ncclsim_exe: Path, tmp_path: Path, spec: str) -> None:
+def test_nvls_on_cached_releases(probe_run, tmp_path: Path, cached_release) -> None:
     """NVLS on one host and NVLSTree across two, forced, per release."""
-    env = {"XDG_CACHE_HOME": str(cache_root().parent.parent)}  # the cache that holds the release
-    one = _probe(run_cli, ncclsim_exe, tmp_path / "one", 1, 4, NVLS_OPS, [4096, 3 << 20],
-                 env={**env, "NCCL_ALGO": "NVLS"}, nccl=spec)
-    assert one["nccl_version"].startswith(spec.split(":")[1])
+    one = _probe(probe_run, tmp_path / "one", 1, 4, NVLS_OPS, [4096, 3 << 20],
+                 env={**cached_release.env, "NCCL_ALGO": "NVLS"}, nccl=cached_release.spec)
+    assert one["nccl_version"].startswith(cached_release.version)
     assert {t["algorithm"] for t in one["tuning"]} == {"NVLS"}, one["tuning"]
-    two = _probe(run_cli, ncclsim_exe, tmp_path / "two", 2, 4, ("allreduce",), [4096, 3 << 20],
-                 env={**env, "NCCL_ALGO": "NVLSTree"}, nccl=spec)
+    two = _probe(probe_run, tmp_path / "two", 2, 4, ("allreduce",), [4096, 3 << 20],
+                 env={**cached_release.env, "NCCL_ALGO": "NVLSTree"}, nccl=cached_release.spec)
     assert {t["algorithm"] for t in two["tuning"]} == {"NVLS_TREE"}, two["tuning"]
