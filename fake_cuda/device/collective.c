@@ -1,6 +1,7 @@
 /* The parts of a collective work item every algorithm uses (see collective.h). */
 #include "collective.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static int grain(const fc_nccl_layout *L, int proto)
@@ -57,4 +58,32 @@ int32_t *fc_coll_ring_user_ranks(const fc_coll *c)
         return NULL;
     }
     return r;
+}
+
+typedef struct {
+    const fc_coll *c;
+    fc_coll_role_fn fn;
+    int role;
+    const char *name;
+} role_flow;
+
+static void role_flow_run(fc_task *t, void *arg)
+{
+    const role_flow *f = arg;
+    fc_coll c = *f->c;
+    c.t = t;
+    char who[sizeof c.who + 32];
+    snprintf(who, sizeof who, "%s (%s)", f->c->who, f->name);
+    snprintf(c.who, sizeof c.who, "%.*s", (int)sizeof c.who - 1, who);
+    f->fn(&c, f->role);
+}
+
+void fc_coll_run_roles(fc_coll *c, fc_coll_role_fn fn, const int *roles, const char *const *names, int n)
+{
+    role_flow flows[8];
+    for (int i = 0; i < n && i < 8; i++) {
+        flows[i] = (role_flow){c, fn, roles[i], names[roles[i]]};
+        if (!fc_task_spawn(fc_task_sched(c->t), c->t, role_flow_run, &flows[i])) fc_emu_fail(c->e, "%s: out of memory", c->who);
+    }
+    fc_task_join(c->t);
 }

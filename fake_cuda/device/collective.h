@@ -32,6 +32,12 @@ void fc_coll_part(const fc_coll *c, int64_t *count, int64_t *partOffset, int64_t
 fc_prims_cfg fc_coll_cfg(const fc_coll *c, int chunkSteps, int sliceSteps);
 /* Primitives from the ring's previous rank to its next. */
 bool fc_coll_ring_prims(fc_coll *c, fc_prims *p, int chunkSteps, int sliceSteps);
+/* The groups of warps a kernel splits its block into (reduce up and
+ * broadcast down, scatter and gather, ...), each as its own flow: fn runs on
+ * a copy of c whose task is the flow's and whose `who` names the role
+ * ("... (reduce up)"); returns when all have. */
+typedef void (*fc_coll_role_fn)(fc_coll *c, int role);
+void fc_coll_run_roles(fc_coll *c, fc_coll_role_fn fn, const int *roles, const char *const *names, int n);
 /* ring->userRanks[0..nRanks), read once per work rather than per chunk;
  * [0] is this rank, [1] the next, [nRanks-1] the previous. NULL: failed
  * (said why); the caller frees it. */

@@ -11,55 +11,33 @@
  * sends it to the network, then broadcasts the network's result to every GPU
  * (connIndex 0), which gathers the heads' shares. The element ranges follow
  * work->collnet (count, chunkCount) as the kernels do. */
-#include <stdio.h>
-
 #include "algorithms.h"
 #include "collective.h"
 
-typedef struct {
-    fc_coll *c;
-    int role;
-} collnet_part;
-
-static bool prims_of(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send, int nsend,
-                     int connIndex)
+static bool prims_of(fc_coll *c, fc_prims *p, const int *recv, int nrecv, const int *send, int nsend, int connIndex)
 {
     fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1,
                         .connIndexRecv = connIndex, .connIndexSend = connIndex};
-    return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
+    return fc_prims_init(p, c->e, c->t, c->ch, c->who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
                          c->w->coll.recvbuff, c->op);
-}
-
-static void spawn_parts(fc_coll *c, void (*fn)(fc_task *, void *), const int *roles, int n)
-{
-    collnet_part parts[4];
-    for (int i = 0; i < n; i++) {
-        parts[i] = (collnet_part){c, roles[i]};
-        if (!fc_task_spawn(fc_task_sched(c->t), c->t, fn, &parts[i])) fc_emu_fail(c->e, "%s: out of memory", c->who);
-    }
-    fc_task_join(c->t);
 }
 
 /* ---- Chain ---- */
 
 enum { CHAIN_UP, CHAIN_DOWN };
+static const char *const chain_names[] = {"reduce up", "broadcast down"};
 
-static void chain_part(fc_task *t, void *arg)
+static void chain_part(fc_coll *c, int role)
 {
-    collnet_part *part = arg;
-    fc_coll c = *part->c;
-    c.t = t;
-    const fc_nccl_channel *ch = c.ch;
-    const fc_nccl_work *w = c.w;
-    bool up = part->role == CHAIN_UP;
-    char who[sizeof c.who + 24];
-    snprintf(who, sizeof who, "%s (%s)", part->c->who, up ? "reduce up" : "broadcast down");
+    const fc_nccl_channel *ch = c->ch;
+    const fc_nccl_work *w = c->w;
+    bool up = role == CHAIN_UP;
     int recv = up ? ch->chain.down0 : ch->chain.up, send = up ? ch->chain.up : ch->chain.down0;
     fc_prims p;
-    if (!prims_of(&c, &p, who, &recv, 1, &send, 1, up ? 1 : 0)) return;
+    if (!prims_of(c, &p, &recv, 1, &send, 1, up ? 1 : 0)) return;
     int64_t bid = ch->id - w->coll.channelLo, nChannels = w->coll.channelHi - w->coll.channelLo + 1;
     int64_t chunk = w->coll.collnetChunkCount, size = (int64_t)w->coll.collnetCount, loop = nChannels * chunk;
-    bool first = !up && recv == c.e->l->nRanks; /* the network's result enters the chain here: postOp */
+    bool first = !up && recv == c->e->l->nRanks; /* the network's result enters the chain here: postOp */
     for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
         int64_t offset = gridOffset + bid * chunk, nelem = min64(chunk, size - offset);
         if (up && recv < 0) FC_SEND(&p, offset, nelem);
@@ -73,7 +51,7 @@ static void chain_part(fc_task *t, void *arg)
 void fc_allreduce_collnet_chain(fc_coll *c)
 {
     static const int roles[] = {CHAIN_UP, CHAIN_DOWN};
-    spawn_parts(c, chain_part, roles, 2);
+    fc_coll_run_roles(c, chain_part, roles, chain_names, 2);
 }
 
 /* ---- Direct ---- */
@@ -88,15 +66,10 @@ static int count_peers(const int *peers)
     return n;
 }
 
-static void direct_part(fc_task *t, void *arg)
+static void direct_part(fc_coll *c, int role)
 {
-    collnet_part *part = arg;
-    fc_coll c = *part->c;
-    c.t = t;
-    const fc_nccl_channel *ch = c.ch;
-    const fc_nccl_work *w = c.w;
-    char who[sizeof c.who + 24];
-    snprintf(who, sizeof who, "%s (%s)", part->c->who, direct_names[part->role]);
+    const fc_nccl_channel *ch = c->ch;
+    const fc_nccl_work *w = c->w;
     int64_t bid = ch->id - w->coll.channelLo, nChannels = w->coll.channelHi - w->coll.channelLo + 1;
     int64_t chunk = w->coll.collnetChunkCount, size = (int64_t)w->coll.collnetCount;
     int nHeads = ch->direct.nHeads, nup = count_peers(ch->direct.up), ndown = count_peers(ch->direct.down);
@@ -104,17 +77,17 @@ static void direct_part(fc_task *t, void *arg)
     int64_t base = bid * nHeads * chunk, headBase = (bid * nHeads + ch->direct.headRank) * chunk;
     fc_prims p;
     bool ok;
-    switch (part->role) {
-    case DIRECT_SCATTER: ok = prims_of(&c, &p, who, NULL, 0, ch->direct.up, nup, 1); break;
-    case DIRECT_GATHER: ok = prims_of(&c, &p, who, ch->direct.up, nup, NULL, 0, 0); break;
-    case DIRECT_REDUCE: ok = prims_of(&c, &p, who, ch->direct.down, ndown, &ch->direct.out, 1, 1); break;
-    default: ok = prims_of(&c, &p, who, &ch->direct.out, 1, ch->direct.down, ndown, 0); break;
+    switch (role) {
+    case DIRECT_SCATTER: ok = prims_of(c, &p, NULL, 0, ch->direct.up, nup, 1); break;
+    case DIRECT_GATHER: ok = prims_of(c, &p, ch->direct.up, nup, NULL, 0, 0); break;
+    case DIRECT_REDUCE: ok = prims_of(c, &p, ch->direct.down, ndown, &ch->direct.out, 1, 1); break;
+    default: ok = prims_of(c, &p, &ch->direct.out, 1, ch->direct.down, ndown, 0); break;
     }
     if (!ok) return;
     for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
         int64_t offset = gridOffset + base, nelem = min64(nHeads * chunk, size - offset);
         int64_t headOffset = gridOffset + headBase, headElem = min64(chunk, size - headOffset);
-        switch (part->role) {
+        switch (role) {
         case DIRECT_SCATTER: fc_prims_scatter(&p, offset, nelem, chunk, chunk, ch->direct.headRank, ch->direct.shift); break;
         case DIRECT_GATHER:
             fc_prims_gather(&p, offset, nelem, chunk, chunk, ch->direct.headRank, ch->direct.shift, false);
@@ -137,5 +110,5 @@ void fc_allreduce_collnet_direct(fc_coll *c)
     int roles[4], n = 0;
     if (ch->direct.up[0] >= 0) roles[n++] = DIRECT_SCATTER, roles[n++] = DIRECT_GATHER;
     if (ch->direct.out >= 0) roles[n++] = DIRECT_REDUCE, roles[n++] = DIRECT_BCAST;
-    spawn_parts(c, direct_part, roles, n);
+    fc_coll_run_roles(c, direct_part, roles, direct_names, n);
 }

@@ -14,18 +14,11 @@
  * primitives (prims.h) do the multicast part; here are the roles and the
  * element ranges of each, as the kernels compute them. Each role is its own
  * group of warps on the GPU and its own flow here. */
-#include <stdio.h>
-
 #include "algorithms.h"
 #include "collective.h"
 
-typedef enum { SCATTER, GATHER, REDUCE, BCAST } nvls_role;
+enum { SCATTER, GATHER, REDUCE, BCAST };
 static const char *const role_names[] = {"scatter", "gather", "reduce", "broadcast"};
-
-typedef struct {
-    fc_coll *c;
-    nvls_role role;
-} nvls_part;
 
 /* The loop of the AllReduce roles over this channel's part: nHeads chunks per
  * turn, head h taking the h-th; the last turn's chunks are cut evenly,
@@ -48,12 +41,12 @@ static allreduce_loop allreduce_loop_of(const fc_coll *c, int64_t lastAlign)
     return L;
 }
 
-static bool role_prims(fc_coll *c, fc_prims *p, const char *who, const int *recv, int nrecv, const int *send,
+static bool role_prims(fc_coll *c, fc_prims *p, const int *recv, int nrecv, const int *send,
                        int nsend, int connIndexRecv, int connIndexSend)
 {
     fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1,
                         .connIndexRecv = connIndexRecv, .connIndexSend = connIndexSend};
-    return fc_prims_init(p, c->e, c->t, c->ch, who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
+    return fc_prims_init(p, c->e, c->t, c->ch, c->who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
                          c->w->coll.recvbuff, c->op);
 }
 
@@ -61,7 +54,7 @@ static const int no_peer = -1;
 
 /* ---- AllReduce (NVLS on one host, NVLSTree across hosts) ---- */
 
-static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tree)
+static void allreduce_role(fc_coll *c, int role, bool tree)
 {
     const fc_nccl_channel *ch = c->ch;
     allreduce_loop L = allreduce_loop_of(c, tree ? 16 : 16384);
@@ -72,10 +65,10 @@ static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tre
     int ndown = tree ? 3 : 1;
     bool hasUp = tree && ch->nvls.treeUp >= 0;
     switch (role) {
-    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, L.nHeads, 1, 1); break;
-    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, L.nHeads, &no_peer, 0, 1, 1); break;
-    case REDUCE: ok = role_prims(c, &p, who, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0, 0); break;
-    default: ok = role_prims(c, &p, who, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, L.nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, L.nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < L.channelCount; elemOffset += loop) {
@@ -98,7 +91,7 @@ static void allreduce_role(fc_coll *c, nvls_role role, const char *who, bool tre
  * host through the multicast buffers and sends it to the network (out, the
  * CollNet peer, connIndex 1), then broadcasts the network's result through
  * them (connIndex 0). Element ranges follow work->collnet. */
-static void allreduce_collnet_role(fc_coll *c, nvls_role role, const char *who)
+static void allreduce_collnet_role(fc_coll *c, int role)
 {
     const fc_nccl_channel *ch = c->ch;
     const fc_nccl_work *w = c->w;
@@ -109,10 +102,10 @@ static void allreduce_collnet_role(fc_coll *c, nvls_role role, const char *who)
     fc_prims p;
     bool ok;
     switch (role) {
-    case SCATTER: ok = role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
-    case GATHER: ok = role_prims(c, &p, who, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
-    case REDUCE: ok = role_prims(c, &p, who, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break;
-    default: ok = role_prims(c, &p, who, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break;
+    default: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
     for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
@@ -127,14 +120,14 @@ static void allreduce_collnet_role(fc_coll *c, nvls_role role, const char *who)
 
 /* ---- AllGather and ReduceScatter (NVLS on one host) ---- */
 
-static void allgather_role(fc_coll *c, nvls_role role, const char *who)
+static void allgather_role(fc_coll *c, int role)
 {
     const fc_nccl_channel *ch = c->ch;
     int64_t count, gridOffset, channelCount, chunk;
     fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
     fc_prims p;
-    bool ok = role == GATHER ? role_prims(c, &p, who, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1, 1)
-                             : role_prims(c, &p, who, &no_peer, 0, &ch->nvls.down, 1, 0, 0);
+    bool ok = role == GATHER ? role_prims(c, &p, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1, 1)
+                             : role_prims(c, &p, &no_peer, 0, &ch->nvls.down, 1, 0, 0);
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
@@ -144,14 +137,14 @@ static void allgather_role(fc_coll *c, nvls_role role, const char *who)
     fc_prims_fini(&p);
 }
 
-static void reducescatter_role(fc_coll *c, nvls_role role, const char *who)
+static void reducescatter_role(fc_coll *c, int role)
 {
     const fc_nccl_channel *ch = c->ch;
     int64_t count, gridOffset, channelCount, chunk;
     fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
     fc_prims p;
-    bool ok = role == SCATTER ? role_prims(c, &p, who, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1, 1)
-                              : role_prims(c, &p, who, &ch->nvls.down, 1, &no_peer, 0, 0, 0);
+    bool ok = role == SCATTER ? role_prims(c, &p, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1, 1)
+                              : role_prims(c, &p, &ch->nvls.down, 1, &no_peer, 0, 0, 0);
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
@@ -163,29 +156,17 @@ static void reducescatter_role(fc_coll *c, nvls_role role, const char *who)
 
 /* ---- the roles as flows ---- */
 
-static void part_run(fc_task *t, void *arg)
+static void role_run(fc_coll *c, int role)
 {
-    nvls_part *part = arg;
-    fc_coll c = *part->c;
-    c.t = t;
-    char who[sizeof c.who + 20];
-    snprintf(who, sizeof who, "%s (%s)", part->c->who, role_names[part->role]);
-    const fc_nccl_func *f = c.func;
-    if (f->coll == FC_NCCL_COLL_AllGather) allgather_role(&c, part->role, who);
-    else if (f->coll == FC_NCCL_COLL_ReduceScatter) reducescatter_role(&c, part->role, who);
-    else if (f->algo == FC_NCCL_ALGO_NVLS_TREE || c.w->coll.oneNode) allreduce_role(&c, part->role, who, f->algo == FC_NCCL_ALGO_NVLS_TREE);
-    else allreduce_collnet_role(&c, part->role, who);
+    const fc_nccl_func *f = c->func;
+    if (f->coll == FC_NCCL_COLL_AllGather) allgather_role(c, role);
+    else if (f->coll == FC_NCCL_COLL_ReduceScatter) reducescatter_role(c, role);
+    else if (f->algo == FC_NCCL_ALGO_NVLS_TREE || c->w->coll.oneNode)
+        allreduce_role(c, role, f->algo == FC_NCCL_ALGO_NVLS_TREE);
+    else allreduce_collnet_role(c, role);
 }
 
-static void run_roles(fc_coll *c, const nvls_role *roles, int n)
-{
-    nvls_part parts[4];
-    for (int i = 0; i < n; i++) {
-        parts[i] = (nvls_part){c, roles[i]};
-        if (!fc_task_spawn(fc_task_sched(c->t), c->t, part_run, &parts[i])) fc_emu_fail(c->e, "%s: out of memory", c->who);
-    }
-    fc_task_join(c->t);
-}
+static void run_roles(fc_coll *c, const int *roles, int n) { fc_coll_run_roles(c, role_run, roles, role_names, n); }
 
 /* Across hosts, AllGather and ReduceScatter with NVLS go through CollNet's
  * iallgather / ireducescatter, which the simulated fabric does not offer
@@ -199,8 +180,8 @@ static bool one_node(fc_coll *c)
 
 void fc_allreduce_nvls(fc_coll *c)
 {
-    static const nvls_role heads[] = {SCATTER, GATHER, REDUCE}, out[] = {SCATTER, GATHER, REDUCE, BCAST},
-                           others[] = {SCATTER, GATHER};
+    static const int heads[] = {SCATTER, GATHER, REDUCE}, out[] = {SCATTER, GATHER, REDUCE, BCAST},
+                     others[] = {SCATTER, GATHER};
     if (c->ch->nvls.headRank < 0) run_roles(c, others, 2);
     else if (!c->w->coll.oneNode && c->ch->nvls.out >= 0) run_roles(c, out, 4);
     else run_roles(c, heads, 3);
@@ -208,8 +189,8 @@ void fc_allreduce_nvls(fc_coll *c)
 
 void fc_allreduce_nvls_tree(fc_coll *c)
 {
-    static const nvls_role up[] = {SCATTER, GATHER, REDUCE, BCAST}, root[] = {SCATTER, GATHER, REDUCE},
-                           others[] = {SCATTER, GATHER};
+    static const int up[] = {SCATTER, GATHER, REDUCE, BCAST}, root[] = {SCATTER, GATHER, REDUCE},
+                     others[] = {SCATTER, GATHER};
     if (c->ch->nvls.headRank < 0) run_roles(c, others, 2);
     else if (c->ch->nvls.treeUp >= 0) run_roles(c, up, 4);
     else run_roles(c, root, 3);
@@ -218,13 +199,13 @@ void fc_allreduce_nvls_tree(fc_coll *c)
 void fc_allgather_nvls(fc_coll *c)
 {
     if (!one_node(c)) return;
-    static const nvls_role roles[] = {GATHER, BCAST};
+    static const int roles[] = {GATHER, BCAST};
     run_roles(c, roles, 2);
 }
 
 void fc_reducescatter_nvls(fc_coll *c)
 {
     if (!one_node(c)) return;
-    static const nvls_role roles[] = {SCATTER, REDUCE};
+    static const int roles[] = {SCATTER, REDUCE};
     run_roles(c, roles, 2);
 }

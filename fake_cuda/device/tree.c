@@ -1,15 +1,6 @@
 /* The Tree algorithm of AllReduce (all_reduce.h runTreeSplit). */
-#include <stdio.h>
-
 #include "algorithms.h"
 #include "collective.h"
-
-/* runTreeSplit: the root reduces and broadcasts in one pass; every other rank
- * reduces up and broadcasts down at the same time (two groups of warps). */
-typedef struct {
-    fc_coll *c;
-    bool up;
-} tree_half;
 
 static void tree_loop(fc_coll *c, fc_prims *p, int kind)
 {
@@ -27,23 +18,23 @@ static void tree_loop(fc_coll *c, fc_prims *p, int kind)
     }
 }
 
-static void tree_half_run(fc_task *t, void *arg)
+/* runTreeSplit: the root reduces and broadcasts in one pass; every other rank
+ * reduces up and broadcasts down at the same time (two groups of warps). */
+enum { UP, DOWN };
+static const char *const half_names[] = {"reduce up", "broadcast down"};
+
+static void tree_half(fc_coll *c, int half)
 {
-    tree_half *h = arg;
-    fc_coll c = *h->c;
-    c.t = t;
-    char who[sizeof c.who + 20];
-    snprintf(who, sizeof who, "%s (%s)", h->c->who, h->up ? "reduce up" : "broadcast down");
-    const fc_nccl_channel *ch = c.ch;
-    fc_prims_cfg cfg = fc_coll_cfg(&c, 1, 1);
+    const fc_nccl_channel *ch = c->ch;
+    fc_prims_cfg cfg = fc_coll_cfg(c, 1, 1);
     fc_prims p;
-    bool leaf = ch->tree_down[0] < 0;
-    bool ok = h->up ? fc_prims_init(&p, c.e, t, ch, who, &cfg, ch->tree_down, 3, &ch->tree_up, 1,
-                                    c.w->coll.sendbuff, c.w->coll.recvbuff, c.op)
-                    : fc_prims_init(&p, c.e, t, ch, who, &cfg, &ch->tree_up, 1, ch->tree_down, 3,
-                                    c.w->coll.sendbuff, c.w->coll.recvbuff, c.op);
+    bool leaf = ch->tree_down[0] < 0, up = half == UP;
+    bool ok = up ? fc_prims_init(&p, c->e, c->t, ch, c->who, &cfg, ch->tree_down, 3, &ch->tree_up, 1,
+                                 c->w->coll.sendbuff, c->w->coll.recvbuff, c->op)
+                 : fc_prims_init(&p, c->e, c->t, ch, c->who, &cfg, &ch->tree_up, 1, ch->tree_down, 3,
+                                 c->w->coll.sendbuff, c->w->coll.recvbuff, c->op);
     if (!ok) return;
-    tree_loop(&c, &p, h->up ? (leaf ? 1 : 2) : (leaf ? 3 : 4));
+    tree_loop(c, &p, up ? (leaf ? 1 : 2) : (leaf ? 3 : 4));
     fc_prims_fini(&p);
 }
 
@@ -60,9 +51,6 @@ void fc_allreduce_tree(fc_coll *c)
         fc_prims_fini(&p);
         return;
     }
-    tree_half halves[2] = {{c, true}, {c, false}};
-    for (int i = 0; i < 2; i++)
-        if (!fc_task_spawn(fc_task_sched(c->t), c->t, tree_half_run, &halves[i]))
-            fc_emu_fail(c->e, "%s: out of memory", c->who);
-    fc_task_join(c->t);
+    static const int halves[] = {UP, DOWN};
+    fc_coll_run_roles(c, tree_half, halves, half_names, 2);
 }
