@@ -197,7 +197,10 @@ def test_cross_host_collectives_complete(run_cli, leftovers, tmp_path: Path) -> 
     report = _probe(run_cli, leftovers, tmp_path / "run", 2, sizes)
     chosen = {(t["collective"], t["algorithm"], t["protocol"]) for t in report["tuning"]}
     assert {c for c, _, _ in chosen} == {"AllReduce", "AllGather", "Broadcast", "Reduce", "ReduceScatter"}, chosen
-    assert {a for _, a, _ in chosen} <= {"RING", "TREE"} and {p for _, _, p in chosen} >= {"LL", "LL128"}, chosen
+    assert {a for _, a, _ in chosen} <= {"RING", "TREE", "NVLS_TREE"}, chosen
+    assert {p for _, _, p in chosen} >= {"LL", "LL128"}, chosen
+    # H100s on NVSwitches with multicast: NCCL's NVLSTree for large AllReduce
+    assert ("AllReduce", "NVLS_TREE", "SIMPLE") in chosen, chosen
     allreduce = {t["bytes"] for t in report["tuning"] if t["collective"] == "AllReduce"}
     assert allreduce == set(sizes)
     # send/receive between hosts goes through the proxy's shared buffers
