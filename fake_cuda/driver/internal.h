@@ -96,7 +96,8 @@ typedef struct fc_alloc {
     size_t size;
     fc_mem_kind kind;
     CUdevice device;   /* owning device; for host memory the one current at allocation */
-    int fd;            /* memfd backing it, -1 when none (registered host memory) */
+    int fd;            /* memfd backing it, -1 when none (registered host memory, multicast);
+                        * for a VMM mapping the handle's, which the mapping keeps open */
     unsigned flags;    /* host alloc flags */
     void *handle;      /* VMM: the fc_vmm_handle mapped here */
     size_t offset;     /* VMM: where the mapping starts in the handle's memory */
@@ -116,7 +117,6 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the
  * whole range is in one allocation backed by one (false otherwise). */
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
-int fc_vmm_handle_fd(void *handle);
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
 void fc_mem_unreserve(CUdevice dev, size_t size);

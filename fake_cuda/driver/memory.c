@@ -95,7 +95,7 @@ bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset)
 {
     fc_alloc a;
     if (!fc_registry_find(addr, &a) || addr + len > a.base + a.size || a.kind == FC_MEM_MULTICAST) return false;
-    *fd = a.handle ? fc_vmm_handle_fd(a.handle) : a.fd;
+    *fd = a.fd;
     *offset = a.offset + (addr - a.base);
     return *fd >= 0;
 }
@@ -310,8 +310,8 @@ FC_API CUresult cuMemFreeHost(void *p)
     REQUIRE_INIT();
     if (!p) API_RETURN(CUDA_SUCCESS, "\"ptr\":null"); /* as cudaFreeHost(NULL): nothing to free */
     fc_alloc a;
-    if (!fc_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != FC_MEM_HOST_ALLOC)
-        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p);
+    if (!fc_registry_find((uintptr_t)p, &a) || a.base != (uintptr_t)p || a.kind != FC_MEM_HOST_ALLOC || a.handle)
+        API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"%p\"", p); /* a.handle: host memory of cuMemCreate */
     fc_registry_remove(a.base, &a);
     release(&a);
     API_RETURN(CUDA_SUCCESS, "\"ptr\":\"%p\"", p);

@@ -75,6 +75,19 @@ static uint32_t mc_device_key(CUdevice dev)
     return 0x80000000u | (a->domain & 0x7fff) << 16 | (a->bus & 0xff) << 8 | (a->device & 0x1f) << 3 | (a->function & 7);
 }
 
+static void mc_free(fc_vmm_handle *v)
+{
+    struct fc_mc_local *mc = v->mc;
+    for (int i = 0; i < FC_MAX_GPUS; i++)
+        for (int k = 0; k < MC_MAX_BINDINGS; k++) {
+            if (mc->map[i][k].base) munmap(mc->map[i][k].base, mc->map[i][k].len);
+            if (mc->map[i][k].mine) fc_vmm_handle_unref(mc->map[i][k].mine);
+        }
+    munmap(mc->sh, sizeof *mc->sh);
+    pthread_mutex_destroy(&mc->lock);
+    free(mc);
+}
+
 static fc_vmm_handle *mc_handle(int fd, const CUmemAllocationProp *prop, size_t size)
 {
     mc_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -89,20 +102,10 @@ static fc_vmm_handle *mc_handle(int fd, const CUmemAllocationProp *prop, size_t 
     mc->sh = sh;
     pthread_mutex_init(&mc->lock, NULL);
     v->mc = mc;
+    v->on_free = mc_free;
     return v;
 }
 
-void fc_mc_free(struct fc_mc_local *mc)
-{
-    for (int i = 0; i < FC_MAX_GPUS; i++)
-        for (int k = 0; k < MC_MAX_BINDINGS; k++) {
-            if (mc->map[i][k].base) munmap(mc->map[i][k].base, mc->map[i][k].len);
-            if (mc->map[i][k].mine) fc_vmm_handle_unref(mc->map[i][k].mine);
-        }
-    munmap(mc->sh, sizeof *mc->sh);
-    pthread_mutex_destroy(&mc->lock);
-    free(mc);
-}
 
 static bool multicast_capable(CUdevice dev)
 {

@@ -16,39 +16,6 @@
 
 #define GRANULARITY FC_VMM_GRANULARITY
 
-fc_vmm_handle *fc_vmm_handle_of(CUmemGenericAllocationHandle h)
-{
-    fc_vmm_handle *v = (fc_vmm_handle *)(uintptr_t)h;
-    return v && v->magic == VMM_MAGIC ? v : NULL;
-}
-
-void fc_vmm_handle_ref(fc_vmm_handle *v) { atomic_fetch_add(&v->refs, 1); }
-
-void fc_vmm_handle_unref(fc_vmm_handle *v)
-{
-    if (atomic_fetch_sub(&v->refs, 1) != 1) return;
-    if (v->mc) fc_mc_free(v->mc);
-    close(v->fd);
-    if (v->counted) fc_mem_unreserve(v->prop.location.id, v->size);
-    v->magic = 0;
-    free(v);
-}
-
-fc_vmm_handle *fc_vmm_handle_new(int fd, size_t size, const CUmemAllocationProp *prop, bool counted)
-{
-    fc_vmm_handle *v = calloc(1, sizeof *v);
-    if (!v) return NULL;
-    v->magic = VMM_MAGIC;
-    v->fd = fd;
-    v->size = size;
-    v->prop = *prop;
-    v->counted = counted;
-    atomic_store(&v->refs, 1);
-    return v;
-}
-
-int fc_vmm_handle_fd(void *handle) { return ((fc_vmm_handle *)handle)->fd; }
-
 /* ---- address reservations ---- */
 
 /* Reserved ranges, so that cuMemMap only maps where the caller reserved. */
@@ -189,8 +156,8 @@ FC_API CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGener
     fc_vmm_handle_ref(v);
     bool host = v->prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE;
     fc_mem_kind kind = v->mc ? FC_MEM_MULTICAST : host ? FC_MEM_HOST_ALLOC : FC_MEM_VMM_MAPPED;
-    fc_alloc a = {.base = ptr, .size = size, .kind = kind, .device = host ? 0 : v->prop.location.id, .fd = -1,
-                  .handle = v, .offset = offset};
+    fc_alloc a = {.base = ptr, .size = size, .kind = kind, .device = host ? 0 : v->prop.location.id,
+                  .fd = v->mc ? -1 : v->fd, .handle = v, .offset = offset};
     fc_registry_add(&a);
     API_RETURN(CUDA_SUCCESS, "\"ptr\":\"0x%llx\",\"size\":%zu,\"offset\":%zu", (unsigned long long)ptr,
                size, offset);
@@ -343,7 +310,7 @@ FC_API CUresult cuMemGetHandleForAddressRange(void *handle, CUdeviceptr dptr, si
     fc_alloc a;
     if (!fc_registry_find(dptr, &a) || dptr + size > a.base + a.size)
         API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"ptr\":\"0x%llx\"", (unsigned long long)dptr);
-    int src = a.handle ? ((fc_vmm_handle *)a.handle)->fd : a.fd;
+    int src = a.fd;
     int fd = src >= 0 ? dup(src) : -1;
     if (fd < 0) API_RETURN(CUDA_ERROR_NOT_SUPPORTED, "\"ptr\":\"0x%llx\"", (unsigned long long)dptr);
     *(int *)handle = fd;
