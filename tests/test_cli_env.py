@@ -128,6 +128,7 @@ def test_info_text(run_cli: RunCli, lib_dir: Path) -> None:
     assert "0000:db:00.0" in r.stdout or "0100:db:00.0" in r.stdout
     assert "GPU-6e63736d-0000-0000-0000-000700000001" in r.stdout
     assert "x5" in r.stdout  # NVLinks grouped per NVSwitch
+    assert "NVSwitch multicast (NVLS): yes; in-network reduction (CollNet): no" in r.stdout
     assert str(lib_dir) in r.stdout
 
 
@@ -139,6 +140,7 @@ def test_info_follows_env(run_cli: RunCli, tmp_path: Path) -> None:
     assert info["schema_version"] == 1
     assert info["source"] == doc["env"]["NCCLSIM_PLATFORM"]
     assert info["platform"] == doc["platform"]
+    assert info["platform"]["multicast"] is False  # A100s: no NVSwitch multicast
     assert info["libraries"]["nccl_version"].count(".") == 2
     assert "libcuda.so.1" in info["libraries"]["simulator"]
 

@@ -43,6 +43,8 @@ def platform_json(cfg: PlatformConfig, catalog: GpuCatalog) -> dict[str, Any]:
         "host_index": cfg.host_index,
         "hostname": cfg.hostname,
         "driver_version": cfg.driver_version,
+        "multicast": cfg.multicast,
+        "collnet": cfg.collnet,
         "gpus": [gpu_json(i, g, catalog) for i, g in enumerate(cfg.gpus)],
     }
 
@@ -66,7 +68,9 @@ def _same_link_spans(cfg: PlatformConfig) -> list[tuple[int, int, str]]:
 
 def platform_text(cfg: PlatformConfig, catalog: GpuCatalog) -> str:
     lines = [f"host {cfg.host_index} ({cfg.hostname}), CUDA driver "
-             f"{driver_version_text(cfg.driver_version)}, {len(cfg.gpus)} GPU(s)", ""]
+             f"{driver_version_text(cfg.driver_version)}, {len(cfg.gpus)} GPU(s)",
+             f"NVSwitch multicast (NVLS): {'yes' if cfg.multicast else 'no'}; "
+             f"in-network reduction (CollNet): {'yes' if cfg.collnet else 'no'}", ""]
     rows = [["GPU", "name", "bus id", "UUID", "memory", "NUMA", "NVLinks"]]
     for i, g in enumerate(cfg.gpus):
         rows.append([str(i), catalog.get(g.model).name, str(g.bus_id), g.uuid,
