@@ -38,6 +38,7 @@ size_t fc_nccl_type_size(int type);
 bool fc_redop_valid(const fc_redop *op);
 void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
                bool pre_first, bool post);
+void fc_reduce_multimem(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n);
 """
 
 # fake_cuda/device/layout.h numbering (ncclDataType_t, ncclDevRedOp_t)
@@ -59,6 +60,16 @@ Number = Union[Fraction, float]
 class Lib:
     ffi: cffi.FFI
     c: object
+
+    def multimem(self, type_name: str, redop: int, arg: int, srcs: list[list[int]]) -> list[int]:
+        """fc_reduce_multimem: what an NVLS multimem load-reduce returns."""
+        ffi, ch = self.ffi, STRUCT[type_name]
+        n = len(srcs[0])
+        bufs = [ffi.from_buffer("char[]", struct.pack(f"<{n}{ch}", *s)) for s in srcs]
+        dst = ffi.new("char[]", n * struct.calcsize(ch))
+        op = ffi.new("fc_redop *", {"type": TYPES.index(type_name), "redop": redop, "arg": arg})
+        self.c.fc_reduce_multimem(op, dst, ffi.new("void *[]", bufs), len(srcs), n)
+        return list(struct.unpack(f"<{n}{ch}", ffi.buffer(dst)))
 
     def reduce(self, type_name: str, redop: int, arg: int, srcs: list[list[int]],
                pre: bool = False, post: bool = False, inplace: Optional[int] = None) -> list[int]:
@@ -572,3 +583,18 @@ def test_one_source(lib: Lib) -> None:
     assert lib.reduce("i32", SUMPOSTDIV, 4 << 1 | 1, [[-9, 9]], post=True) == [-2, 2]
     assert lib.reduce("u8", PREMULSUM, 3, [[100, 7]], pre=True) == [44, 21]  # 300 wraps to 44
     assert lib.reduce("f32", SUM, 0, [[]]) == []
+
+
+def test_multimem_sums_half_precision_in_fp32(lib: Lib) -> None:
+    """NVLS reads the team's sum with multimem.ld_reduce ... .acc::f32: f16 and
+    bf16 add up in fp32 and round once, where NCCL's other algorithms round
+    after every addition. 2048 + 1 + 1 in f16: 2050, not 2048; 256 + 1 + 1 in
+    bf16: 258, not 256. Other types reduce as fc_reduce does."""
+    h = {2048.0: 0x6800, 1.0: 0x3C00, 2050.0: 0x6801}
+    assert lib.multimem("f16", SUM, 0, [[h[2048.0]], [h[1.0]], [h[1.0]]]) == [h[2050.0]]
+    assert lib.reduce("f16", SUM, 0, [[h[2048.0]], [h[1.0]], [h[1.0]]]) == [h[2048.0]]
+    b = {256.0: 0x4380, 1.0: 0x3F80, 258.0: 0x4381}
+    assert lib.multimem("bf16", SUM, 0, [[b[256.0]], [b[1.0]], [b[1.0]]]) == [b[258.0]]
+    assert lib.reduce("bf16", SUM, 0, [[b[256.0]], [b[1.0]], [b[1.0]]]) == [b[256.0]]
+    ints = [[5, -7, 1 << 30], [9, 3, 1 << 30], [-1, 2, 1 << 30]]
+    assert lib.multimem("i32", SUM, 0, ints) == lib.reduce("i32", SUM, 0, ints)

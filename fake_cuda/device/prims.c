@@ -286,7 +286,21 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
             for (int i = 0; i < p->nrecv; i++) {
                 if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
                 if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fc_prims_conn_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
-                nsrcs += buffer_copies(&p->recv[i], simple_slot(p, &p->recv[i], p->rstep[i]), (char **)&srcs[nsrcs]);
+                char *slot = simple_slot(p, &p->recv[i], p->rstep[i]);
+                if (!p->recv[i].mc) {
+                    srcs[nsrcs++] = slot;
+                    continue;
+                }
+                /* multimem.ld_reduce: the team's copies reduce as one source */
+                char *copies[FC_MC_MAX_TEAM];
+                int ncopies = buffer_copies(&p->recv[i], slot, copies);
+                void *team = fc_task_scratch(p->t, (size_t)(n > 0 ? n : 1) * p->esz);
+                if (!team) {
+                    fc_emu_fail(p->e, "%s: out of memory", p->who);
+                    return;
+                }
+                fc_reduce_multimem(&p->op, team, (const void *const *)copies, ncopies, (size_t)(n > 0 ? n : 0));
+                srcs[nsrcs++] = team;
             }
         if (send)
             for (int i = 0; i < p->nsend; i++) {

@@ -354,3 +354,27 @@ void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs
         memcpy((char *)dst + off, a.u8, bytes);
     }
 }
+
+/* multimem.ld_reduce.add of f16/bf16 with .acc::f32 (what NCCL asks for from
+ * CUDA 12.2): the sum is kept in fp32 and rounded to the type once. */
+static void sum16_wide(void *dst, const void *const *srcs, int nsrcs, size_t n, bool bf16)
+{
+    for (size_t i = 0; i < n; i++) {
+        float acc = 0.0f;
+        for (int s = 0; s < nsrcs; s++) {
+            uint16_t v;
+            memcpy(&v, (const char *)srcs[s] + 2 * i, 2);
+            acc += bf16 ? bf2f(v) : h2f(v);
+        }
+        uint16_t r = bf16 ? f2bf(acc) : f2h(acc);
+        memcpy((char *)dst + 2 * i, &r, 2);
+    }
+}
+
+void fc_reduce_multimem(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n)
+{
+    bool sum16 = op->redop == FC_NCCL_REDOP_Sum && (op->type == FC_NCCL_TYPE_f16 || op->type == FC_NCCL_TYPE_bf16);
+    if (!fc_redop_valid(op) || nsrcs < 1) return;
+    if (sum16) sum16_wide(dst, srcs, nsrcs, n, op->type == FC_NCCL_TYPE_bf16);
+    else fc_reduce(op, dst, srcs, nsrcs, n, false, false);
+}
