@@ -10,7 +10,9 @@
  * The head's reduce reads the team's sum of what every GPU scattered to it
  * (multimem.ld_reduce) and its broadcast stores into every GPU's buffer at
  * once (multimem.st); the credits of those connections are multicast too, so
- * a head waits for the slowest GPU and one store releases them all. The
+ * a head waits for the slowest GPU and one store releases them all. Across
+ * hosts the heads' shares meet over the network: NVLSTree reduces them up and
+ * broadcasts down a tree of hosts; NVLS proper hands them to CollNet. The
  * primitives (prims.h) do the multicast part; here are the roles and the
  * element ranges of each, as the kernels compute them. Each role is its own
  * group of warps on the GPU and its own flow here. */
