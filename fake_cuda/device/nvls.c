@@ -122,36 +122,33 @@ static void allreduce_collnet_role(fc_coll *c, int role)
 
 /* ---- AllGather and ReduceScatter (NVLS on one host) ---- */
 
-static void allgather_role(fc_coll *c, int role)
+/* AllGather: every GPU broadcasts its part through its head's multicast
+ * buffer and gathers every head's; ReduceScatter: every GPU scatters the
+ * heads' shares and its head reads the team's sum of its own. Head h's share
+ * is the h-th `count` of the buffer. */
+static void one_host_role(fc_coll *c, int role)
 {
     const fc_nccl_channel *ch = c->ch;
     int64_t count, gridOffset, channelCount, chunk;
     fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
+    int nHeads = ch->nvls.nHeads;
     fc_prims p;
-    bool ok = role == GATHER ? role_prims(c, &p, ch->nvls.up, ch->nvls.nHeads, &no_peer, 0, 1, 1)
-                             : role_prims(c, &p, &no_peer, 0, &ch->nvls.down, 1, 0, 0);
-    if (!ok) return;
-    for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
-        int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
-        if (role == GATHER) fc_prims_gather(&p, offset, ch->nvls.nHeads * count, nelem, count, -1, 0, false);
-        else FC_SEND(&p, offset, nelem); /* into every GPU's buffer of this head */
+    bool ok;
+    switch (role) {
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case BCAST: ok = role_prims(c, &p, &no_peer, 0, &ch->nvls.down, 1, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.down, 1, &no_peer, 0, 0, 0); break; /* REDUCE */
     }
-    fc_prims_fini(&p);
-}
-
-static void reducescatter_role(fc_coll *c, int role)
-{
-    const fc_nccl_channel *ch = c->ch;
-    int64_t count, gridOffset, channelCount, chunk;
-    fc_coll_part(c, &count, &gridOffset, &channelCount, &chunk);
-    fc_prims p;
-    bool ok = role == SCATTER ? role_prims(c, &p, &no_peer, 0, ch->nvls.up, ch->nvls.nHeads, 1, 1)
-                              : role_prims(c, &p, &ch->nvls.down, 1, &no_peer, 0, 0, 0);
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
-        if (role == SCATTER) fc_prims_scatter(&p, offset, ch->nvls.nHeads * count, nelem, count, -1, 0);
-        else FC_RECV(&p, offset, nelem, false); /* the team's sum of this head's share */
+        switch (role) {
+        case GATHER: fc_prims_gather(&p, offset, nHeads * count, nelem, count, -1, 0, false); break;
+        case SCATTER: fc_prims_scatter(&p, offset, nHeads * count, nelem, count, -1, 0); break;
+        case BCAST: FC_SEND(&p, offset, nelem); break;          /* into every GPU's buffer of this head */
+        default: FC_RECV(&p, offset, nelem, false); break;      /* the team's sum of this head's share */
+        }
     }
     fc_prims_fini(&p);
 }
@@ -161,24 +158,13 @@ static void reducescatter_role(fc_coll *c, int role)
 static void role_run(fc_coll *c, int role)
 {
     const fc_nccl_func *f = c->func;
-    if (f->coll == FC_NCCL_COLL_AllGather) allgather_role(c, role);
-    else if (f->coll == FC_NCCL_COLL_ReduceScatter) reducescatter_role(c, role);
+    if (f->coll != FC_NCCL_COLL_AllReduce) one_host_role(c, role);
     else if (f->algo == FC_NCCL_ALGO_NVLS_TREE || c->w->coll.oneNode)
         allreduce_role(c, role, f->algo == FC_NCCL_ALGO_NVLS_TREE);
     else allreduce_collnet_role(c, role);
 }
 
 static void run_roles(fc_coll *c, const int *roles, int n) { fc_coll_run_roles(c, role_run, roles, role_names, n); }
-
-/* Across hosts, AllGather and ReduceScatter with NVLS go through CollNet's
- * iallgather / ireducescatter, which the simulated fabric does not offer
- * (NCCL does not pick them then; refused at launch). */
-static bool one_node(fc_coll *c)
-{
-    if (c->w->coll.oneNode) return true;
-    fc_emu_fail(c->e, "%s: NVLS across hosts for this collective is not emulated", c->who);
-    return false;
-}
 
 void fc_allreduce_nvls(fc_coll *c)
 {
@@ -198,16 +184,16 @@ void fc_allreduce_nvls_tree(fc_coll *c)
     else run_roles(c, root, 3);
 }
 
+/* On one host only: across hosts they need CollNet's allgather and
+ * reducescatter, which the launch check refuses (fc_algo_unsupported). */
 void fc_allgather_nvls(fc_coll *c)
 {
-    if (!one_node(c)) return;
     static const int roles[] = {GATHER, BCAST};
     run_roles(c, roles, 2);
 }
 
 void fc_reducescatter_nvls(fc_coll *c)
 {
-    if (!one_node(c)) return;
     static const int roles[] = {SCATTER, REDUCE};
     run_roles(c, roles, 2);
 }

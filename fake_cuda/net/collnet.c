@@ -42,7 +42,7 @@ typedef struct coll_request {
     int nreqs, pending;
 } coll_request;
 
-bool fcn_collnet_offered(void)
+static bool offered(void)
 {
     const fc_platform *p = fc_platform_get();
     return p && p->collnet && p->nnics > 0;
@@ -51,7 +51,7 @@ bool fcn_collnet_offered(void)
 ncclResult_t fcn_collnet_devices(int *ndev)
 {
     if (!ndev) return ncclInvalidArgument;
-    if (!fcn_collnet_offered()) {
+    if (!offered()) {
         *ndev = 0;
         return ncclSuccess;
     }

@@ -9,9 +9,8 @@
 
 #include "net_types.h"
 
-/* The host's fabric reduces in the network ([platform] collnet = 1). */
-bool fcn_collnet_offered(void);
-/* Every NIC when offered, none otherwise. */
+/* Every NIC when the host's fabric reduces in the network ([platform]
+ * collnet = 1), none otherwise. */
 ncclResult_t fcn_collnet_devices(int *ndev);
 ncclResult_t fcn_collnet_reduce_support(int type, int op, int *supported);
 /* One member per host: blocks until every member is connected. */

@@ -128,25 +128,23 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
         # CPUs it describes are still part of the host.
         sockets.append(CpuSocket(s.numa_id, affinity, p.cpu.arch, p.cpu.vendor, p.cpu.family_id,
                                  p.cpu.model_id, below))
-    host_gpus = tuple(sorted(gpus.values(), key=lambda g: g.index))
     return Host(
         index=index, hostname=host_name(index), host_id=host_name(index), domain=domain,
         sockets=tuple(sockets), switches=tuple(sorted(switches, key=lambda s: s.bus_id)),
-        gpus=host_gpus, nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),
+        gpus=tuple(sorted(gpus.values(), key=lambda g: g.index)),
+        nvswitches=tuple(NvSwitch(addr(b)) for b in p.nvswitches),
         nics=tuple(sorted(nics.values(), key=lambda n: n.index)),
-        multicast=_multicast(p, host_gpus, catalog), collnet=p.collnet and bool(nics))
+        multicast=_multicast(p, catalog), collnet=p.collnet and bool(nics))
 
 
-def _multicast(p: Preset, gpus: Sequence[Gpu], catalog: GpuCatalog) -> bool:
-    """The preset's choice, checked against the hardware of the GPUs kept."""
-    capable = [g for g in gpus if catalog.get(g.model).multicast and on_nvswitch(g)]
-    if p.multicast is None:
-        return len(capable) == len(gpus)
-    if p.multicast and len(capable) < len(gpus):
-        odd = next(g for g in gpus if g not in capable)
+def _multicast(p: Preset, catalog: GpuCatalog) -> bool:
+    """The preset's choice, checked against the hardware: see multicast_possible."""
+    odd = _without_multicast(p, catalog)
+    if p.multicast and odd is not None:
+        index, model = odd
         raise ClusterError(f"preset {p.name}: multicast needs every GPU on NVSwitches and a model "
-                           f"that supports it; GPU {odd.index} ({odd.model}) is not")
-    return p.multicast
+                           f"that supports it; GPU {index} ({model}) is not")
+    return odd is None if p.multicast is None else p.multicast
 
 
 def multicast_possible(p: Preset, catalog: GpuCatalog) -> bool:
@@ -154,9 +152,12 @@ def multicast_possible(p: Preset, catalog: GpuCatalog) -> bool:
     support it (sm90+: H100, H200) all on NVSwitches (gen 3+ offer it). What a
     preset without a `multicast` key gets; one may turn it off (no fabric
     manager, a switch generation without it), never on elsewhere."""
-    return all(catalog.get(g.model).multicast and any(t in p.nvswitches for t, _ in g.nvlinks)
-               for g in p.gpus())
+    return _without_multicast(p, catalog) is None
 
 
-def on_nvswitch(g: Gpu) -> bool:
-    return any(link.tclass == PCI_CLASS_NVSWITCH for link in g.nvlinks)
+def _without_multicast(p: Preset, catalog: GpuCatalog) -> Optional[tuple[int, str]]:
+    """The first GPU (index on the host, model) that cannot join multicast."""
+    for i, g in enumerate(p.gpus()):
+        if not (catalog.get(g.model).multicast and any(t in p.nvswitches for t, _ in g.nvlinks)):
+            return i, g.model
+    return None

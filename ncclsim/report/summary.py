@@ -165,7 +165,7 @@ def _tuning(report: Report) -> list[str]:
     for t in report.tuning:
         channels = f"{t.channels} ch" if t.channels is not None else ""
         calls = f"  x{t.calls}" if t.calls > 1 else ""
-        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {t.algorithm}/{t.protocol:<7} {channels}{calls}"
+        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {t.algorithm + '/' + t.protocol:<21} {channels}{calls}"
                      .rstrip())
     return lines
 
