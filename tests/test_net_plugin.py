@@ -9,7 +9,8 @@
    and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
 4. CollNet (ncclCollNetPlugin_v8): no devices unless the platform's fabric
    reduces in the network; then three processes form a group and every one
-   gets the group's reduction, the same bits everywhere.
+   gets the group's reduction, the same bits everywhere, and the windows of
+   its gathers and reduce-scatters.
 
 This file is also the harness the subprocesses of 1, 2 and 4 run:
 `python test_net_plugin.py props VERSION` / `peer VERSION a|b` / `collnet RANK NRANKS`.
@@ -111,6 +112,7 @@ typedef struct {
   int (*finalize)(void* ctx);
   void* setNetAttr;
 } net_v12;
+typedef struct { void* mhandle; void* address; uint32_t size; } sge_v8;
 typedef struct {
   const char* name;
   int (*init)(void* logFunction);
@@ -124,8 +126,11 @@ typedef struct {
   int (*deregMr)(void* collComm, void* mhandle);
   int (*iallreduce)(void* collComm, void* sendData, void* recvData, int count, int dataType, int redOp,
                     void* sendMhandle, void* recvMhandle, void** request);
-  void* iallgather;
-  void* ireducescatter;
+  int (*iallgather)(void* collComm, void* sendData, int nRecvParts, sge_v8* recvParts, size_t bytesPerRank,
+                    size_t windowOffset, size_t windowBytes, void* sendMhandle, void** request);
+  int (*ireducescatter)(void* collComm, int nSendParts, sge_v8* sendParts, void* recvData, size_t bytesPerRank,
+                        size_t windowOffset, size_t windowBytes, int dataType, int redOp, void* recvMhandle,
+                        void** request);
   int (*iflush)(void* collComm, void* data, int size, void* mhandle, void** request);
   int (*test)(void* request, int* done, int* size);
   int (*closeColl)(void* collComm);
@@ -324,7 +329,9 @@ def harness_peer(path: str, version: int, role: str) -> None:
 def harness_collnet(path: str, rank: int, nranks: int) -> None:
     """One member of a CollNet group: devices, reduce support, then (when
     offered) listen, connect to every member's handle, and AllReduce float32
-    sums and int32 products of COUNT elements; prints each result's bytes."""
+    sums and int32 products of COUNT elements; prints each result's bytes.
+    Then AllGather and ReduceScatter windows (WINDOWS): prints the windows
+    whose result differs from what the members' data make."""
     import cffi
     import hashlib
     import struct
@@ -366,11 +373,56 @@ def harness_collnet(path: str, rank: int, nranks: int) -> None:
         out = bytes(ffi.buffer(recv))
         results.append({"sha256": hashlib.sha256(out).hexdigest(), "head": out[:32].hex(), "last": out[-4:].hex()})
     say("RESULTS", json.dumps(results))
+    say("WINDOWS", json.dumps(collnet_windows(ffi, t, coll[0], rank, nranks)))
     if t.closeColl(coll[0]) != 0 or t.closeListen(lc[0]) != 0:
         raise RuntimeError("close failed")
 
 
 COLLNET_COUNT = 100_000  # 400 KB per member: more than a socket buffer holds
+BYTES_PER_MEMBER = 300_000
+# (offset, bytes) of the vector of every member's BYTES_PER_MEMBER: the whole
+# vector, one spanning two members' parts, one inside the last member's part.
+WINDOWS = [(0, 3 * BYTES_PER_MEMBER), (BYTES_PER_MEMBER - 2000, 150_000), (2 * BYTES_PER_MEMBER + 400, 5000)]
+
+
+def collnet_windows(ffi, t, coll, rank: int, nranks: int) -> list[str]:
+    """iallgather and ireducescatter of int32 data over WINDOWS: member m's
+    part of the gathered vector holds m * 10^6 + index; for the reduction,
+    member m's vector holds m + index. Returns what was wrong."""
+    import struct
+    n = nranks * BYTES_PER_MEMBER // 4
+    gather_vec = b"".join(struct.pack("<i", (i * 4 // BYTES_PER_MEMBER) * 10**6 + i) for i in range(n))
+    reduce_vec = [struct.pack(f"<{n}i", *(m + i for i in range(n))) for m in range(nranks)]
+    wrong = []
+
+    def wait(req) -> None:
+        done, deadline = ffi.new("int*"), time.monotonic() + 60
+        while not done[0]:
+            if t.test(req[0], done, ffi.NULL) != 0 or time.monotonic() > deadline:
+                raise RuntimeError("test failed or timed out")
+
+    for off, size in WINDOWS:
+        lo, hi = max(off, rank * BYTES_PER_MEMBER), min(off + size, (rank + 1) * BYTES_PER_MEMBER)
+        mine = gather_vec[lo:hi] if hi > lo else b""
+        recv, req = ffi.new("char[]", size), ffi.new("void**")
+        part = ffi.new("sge_v8*", {"address": recv, "size": size})
+        send = ffi.from_buffer("char[]", mine + b"\0")
+        if t.iallgather(coll, send, 1, part, BYTES_PER_MEMBER, off, size, ffi.NULL, req) != 0:
+            raise RuntimeError("iallgather failed")
+        wait(req)
+        if bytes(ffi.buffer(recv)) != gather_vec[off:off + size]:
+            wrong.append(f"allgather {off}+{size}")
+        out = ffi.new("char[]", max(hi - lo, 1))
+        send = ffi.from_buffer("char[]", reduce_vec[rank][off:off + size])  # alive until the request completes
+        part = ffi.new("sge_v8*", {"address": send, "size": size})
+        if t.ireducescatter(coll, 1, part, out, BYTES_PER_MEMBER, off, size, 2, 0, ffi.NULL, req) != 0:
+            raise RuntimeError("ireducescatter failed")
+        wait(req)
+        count = max(hi - lo, 0) // 4
+        want = [sum(m + lo // 4 + i for m in range(nranks)) for i in range(count)]
+        if list(struct.unpack(f"<{count}i", bytes(ffi.buffer(out))[:count * 4])) != want:
+            wrong.append(f"reducescatter {off}+{size}")
+    return wrong
 
 
 if __name__ == "__main__":
@@ -609,7 +661,9 @@ def test_no_collnet_unless_the_fabric_has_it(harness_env: dict[str, str], tmp_pa
 
 def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str], tmp_path: Path) -> None:
     """Every member gets the group's sum (float32) and product (int32), in the
-    same bits, computed in member order as NCCL's operators do."""
+    same bits, computed in member order as NCCL's operators do; AllGather and
+    ReduceScatter deliver each window (whole, across two members' parts,
+    inside one) as the members' data make it."""
     import struct
     env = _collnet_env(harness_env, tmp_path, True)
     procs = [subprocess.Popen([sys.executable, str(HARNESS), "collnet", str(r), "3"], env=env, stdin=subprocess.PIPE,
@@ -626,6 +680,8 @@ def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str
         assert all(read_line(p) == "CONNECTED" for p in procs)
         results = [json.loads(read_line(p).split(" ", 1)[1]) for p in procs]
         assert results[0] == results[1] == results[2]
+        windows = [read_line(p) for p in procs]
+        assert windows == ["WINDOWS []"] * 3, windows
         n = COLLNET_COUNT
         sums = struct.unpack("<8f", bytes.fromhex(results[0][0]["head"])) + \
             struct.unpack("<f", bytes.fromhex(results[0][0]["last"]))

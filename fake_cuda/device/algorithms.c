@@ -34,8 +34,7 @@ static const algorithm algorithms[] = {
     ROW_(AllGather, PAT, SIMPLE, COLL, fc_allgather_pat, NULL),
     ROW_(ReduceScatter, PAT, SIMPLE, COLL, fc_reducescatter_pat, NULL),
     /* NVLink SHARP: GPUs on NVSwitches with multicast; Simple only; NVLS
-     * within one host and, for AllReduce, across hosts through CollNet;
-     * NVLSTree across hosts */
+     * within one host and across hosts through CollNet; NVLSTree across hosts */
     ROW_(AllReduce, NVLS, SIMPLE, COLL, fc_allreduce_nvls, NULL),
     ROW_(AllGather, NVLS, SIMPLE, COLL, fc_allgather_nvls, NULL),
     ROW_(ReduceScatter, NVLS, SIMPLE, COLL, fc_reducescatter_nvls, NULL),
@@ -43,6 +42,8 @@ static const algorithm algorithms[] = {
     /* in-network reduction (a CollNet plugin); Simple only */
     ROW_(AllReduce, COLLNET_CHAIN, SIMPLE, COLL, fc_allreduce_collnet_chain, NULL),
     ROW_(AllReduce, COLLNET_DIRECT, SIMPLE, COLL, fc_allreduce_collnet_direct, NULL),
+    ROW_(AllGather, COLLNET_DIRECT, SIMPLE, COLL, fc_allgather_collnet_direct, NULL),
+    ROW_(ReduceScatter, COLLNET_DIRECT, SIMPLE, COLL, fc_reducescatter_collnet_direct, NULL),
     /* the function names no algorithm or protocol; each work item says LL or Simple */
     {FC_NCCL_COLL_SendRecv, -1, -1, FC_NCCL_WORK_P2P, NULL, fc_sendrecv_batch},
 };
@@ -86,10 +87,6 @@ bool fc_algo_unsupported(const fc_nccl_launch *l, char *why, size_t n)
         }
         for (int k = 0; k < b->nworks; k++) {
             const fc_nccl_work *w = &l->works[b->first_work + k];
-            if (b->func->algo == FC_NCCL_ALGO_NVLS && b->func->coll != FC_NCCL_COLL_AllReduce && !w->coll.oneNode) {
-                snprintf(why, n, "%s across hosts (NVLS with CollNet's allgather/reducescatter)", name);
-                return true;
-            }
             if (!uses_registered_buffers(b, w)) continue;
             if (b->workType == FC_NCCL_WORK_P2P) snprintf(why, n, "send/receive with registered user buffers");
             else snprintf(why, n, "%s with registered user buffers", name);

@@ -44,6 +44,8 @@ void fc_allgather_nvls(fc_coll *c);      /* nvls.c */
 void fc_reducescatter_nvls(fc_coll *c);  /* nvls.c */
 void fc_allreduce_collnet_chain(fc_coll *c);  /* collnet.c */
 void fc_allreduce_collnet_direct(fc_coll *c); /* collnet.c */
+void fc_allgather_collnet_direct(fc_coll *c);     /* collnet.c */
+void fc_reducescatter_collnet_direct(fc_coll *c); /* collnet.c */
 
 /* A whole batch on one channel, for work that moves together. */
 typedef void (*fc_algo_batch_fn)(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b);

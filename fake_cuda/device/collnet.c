@@ -13,6 +13,7 @@
  * work->collnet (count, chunkCount) as the kernels do. */
 #include "algorithms.h"
 #include "collective.h"
+#include "rails.h"
 
 static bool prims_of(fc_coll *c, fc_prims *p, const int *recv, int nrecv, const int *send, int nsend, int connIndex)
 {
@@ -112,3 +113,69 @@ void fc_allreduce_collnet_direct(fc_coll *c)
     if (ch->direct.out >= 0) roles[n++] = DIRECT_REDUCE, roles[n++] = DIRECT_BCAST;
     fc_coll_run_roles(c, direct_part, roles, direct_names, n);
 }
+
+/* ---- Direct AllGather and ReduceScatter (all_gather.h, reduce_scatter.h) ----
+ * Every GPU is the head of its own rail (rails.h). AllGather: each sends its
+ * part of a window to the network, receives the window of its rail from it,
+ * keeps it and passes it to the host's other heads, and keeps what theirs
+ * bring. ReduceScatter: each scatters the other rails' parts of its input to
+ * their heads, reduces its own rail's part with what they scatter to it and
+ * sends that to the network, and receives its own part of the result. */
+
+enum { RAIL_NET_SEND, RAIL_NET_RECV, RAIL_PEERS };
+static const char *const rail_names[] = {"network send", "network receive", "host's heads"};
+
+static void rails_part(fc_coll *c, int role)
+{
+    const fc_nccl_channel *ch = c->ch;
+    bool gather = c->func->coll == FC_NCCL_COLL_AllGather;
+    int nHeads = ch->direct.nHeads, headRank = ch->direct.headRank;
+    const int *others = &ch->direct.heads[1];
+    int nothers = nHeads - 1;
+    fc_rails r;
+    if (!fc_rails_init(&r, c, nHeads)) return;
+    fc_prims p;
+    bool ok;
+    /* AllGather: network send on connIndex 1, the rest on 0; ReduceScatter:
+     * everything towards the network on 1, the result back on 0. */
+    switch (role) {
+    case RAIL_NET_SEND:
+        ok = gather ? prims_of(c, &p, NULL, 0, &ch->direct.out, 1, 1)
+                    : prims_of(c, &p, others, nothers, &ch->direct.out, 1, 1);
+        break;
+    case RAIL_NET_RECV:
+        ok = gather ? prims_of(c, &p, &ch->direct.out, 1, others, nothers, 0)
+                    : prims_of(c, &p, &ch->direct.out, 1, NULL, 0, 0);
+        break;
+    default:
+        ok = gather ? prims_of(c, &p, others, nothers, NULL, 0, 0) : prims_of(c, &p, NULL, 0, others, nothers, 1);
+        break;
+    }
+    if (!ok) {
+        fc_rails_fini(&r);
+        return;
+    }
+    while (fc_rails_next(&r)) {
+        int64_t own, n;
+        fc_rails_own(&r, &own, &n);
+        /* the network's side is this GPU's rail; heads[1..] the next rails in turn */
+        fc_rails_step s = {.r = &r, .rail0 = role == RAIL_PEERS ? headRank + 1 : headRank, .user = true};
+        fc_prims_step_fn step = gather ? fc_rails_gather : fc_rails_scatter;
+        if (gather && role == RAIL_NET_SEND) FC_SEND(&p, own, n);
+        else if (!gather && role == RAIL_NET_RECV) FC_RECV(&p, own, n, true);
+        else if (role == RAIL_PEERS) fc_prims_process(&p, gather, !gather, fc_rails_size(&r), step, &s);
+        else fc_prims_process(&p, true, true, fc_rails_size(&r), step, &s);
+    }
+    fc_prims_fini(&p);
+    fc_rails_fini(&r);
+}
+
+static void run_rails(fc_coll *c)
+{
+    static const int multi[] = {RAIL_NET_SEND, RAIL_NET_RECV, RAIL_PEERS}, single[] = {RAIL_NET_SEND, RAIL_NET_RECV};
+    bool one = c->ch->direct.nHeads <= 1;
+    fc_coll_run_roles(c, rails_part, one ? single : multi, rail_names, one ? 2 : 3);
+}
+
+void fc_allgather_collnet_direct(fc_coll *c) { run_rails(c); }
+void fc_reducescatter_collnet_direct(fc_coll *c) { run_rails(c); }

@@ -64,8 +64,9 @@ typedef struct {
     struct { /* collnetChain (ncclTree): up is nRanks (the CollNet peer) at the chain's head */
         int up, down0;
     } chain;
-    struct { /* collnetDirect (ncclDirect); up and down end at the first -1 */
-        int out, nHeads, headRank, shift, up[7], down[7]; /* NCCL_MAX_DIRECT_ARITY */
+    struct { /* collnetDirect (ncclDirect); up and down end at the first -1;
+               * heads: every head of the host, this rank's first */
+        int out, nHeads, headRank, shift, up[7], down[7], heads[8]; /* NCCL_MAX_DIRECT_ARITY (+1) */
     } direct;
     struct { /* ncclNvls: peers nRanks+1+h are the NVLS heads */
         int out, nHeads, headRank, down, treeUp, treeDown[3];
@@ -91,6 +92,7 @@ typedef struct fc_nccl_launch {
     /* fc_nccl_resolve: */
     bool resolved;
     int rank, nRanks, node, nNodes, buffSizes[3], p2pChunkSize;
+    uintptr_t collNetDenseToUserRank; /* int[nNodes * nHeads]: CollNet's (host, head) -> rank */
     uintptr_t abortFlag; /* uint32_t NCCL sets to stop its kernels */
     uintptr_t workConsumed, workStarted, workCompleted; /* per-channel progress for the host; 0: none */
     int nconns, nconns_bad; /* connections the work uses / not in simulated memory */

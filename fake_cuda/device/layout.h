@@ -48,7 +48,7 @@ typedef struct {
     /* ncclDevComm (<= 2.27) / ncclKernelComm (2.28+), and the channels after it */                \
     X(comm) X(comm_rank) X(comm_nRanks) X(comm_node) X(comm_nNodes) X(comm_buffSizes)              \
     X(comm_isAllNvlink) X(comm_p2pChunkSize) X(comm_abortFlag) X(comm_channels)                    \
-    X(comm_rankToLocalRank) X(commAndChannels_channels)                                            \
+    X(comm_rankToLocalRank) X(comm_collNetDenseToUserRank) X(commAndChannels_channels)             \
     /* what the kernel writes for the host: comm.workConsumed -> uint32_t[MAXCHANNELS] (<= 2.26,   \
      * written after each batch load when args.workStorageType is Fifo); comm.workStarted,         \
      * workCompleted -> uint64_t[MAXCHANNELS] (2.26) or ncclDevProfiler[MAXCHANNELS] (2.27+) */    \

@@ -18,6 +18,7 @@
  * group of warps on the GPU and its own flow here. */
 #include "algorithms.h"
 #include "collective.h"
+#include "rails.h"
 
 enum { SCATTER, GATHER, REDUCE, BCAST };
 static const char *const role_names[] = {"scatter", "gather", "reduce", "broadcast"};
@@ -153,6 +154,59 @@ static void one_host_role(fc_coll *c, int role)
     fc_prims_fini(&p);
 }
 
+/* ---- AllGather and ReduceScatter across hosts (NVLS with CollNet) ----
+ * Every GPU is a head and the head of its rail (rails.h). AllGather: each
+ * sends its part of a window to the network, stores the rail's window from
+ * the network into its multicast buffer (every GPU's copy at once), and
+ * gathers every rail's window from the GPUs' buffers into its output.
+ * ReduceScatter: each scatters every rail's part of its input to that
+ * rail's head, reads the team's sum of its own rail through the multicast
+ * buffer and sends it to the network, and receives its part of the result. */
+
+enum { NET_SEND = BCAST + 1, NET_RECV };
+static const char *const rail_role_names[] = {"scatter", "gather", "reduce", "broadcast", "network send",
+                                              "network receive"};
+
+static void rails_role(fc_coll *c, int role)
+{
+    const fc_nccl_channel *ch = c->ch;
+    int nHeads = ch->nvls.nHeads;
+    fc_rails r;
+    if (!fc_rails_init(&r, c, nHeads)) return;
+    fc_prims p;
+    bool ok;
+    switch (role) {
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case NET_SEND: ok = role_prims(c, &p, &no_peer, 0, &ch->nvls.out, 1, 1, 1); break;
+    case NET_RECV: ok = role_prims(c, &p, &ch->nvls.out, 1, &no_peer, 0, 0, 0); break;
+    case BCAST: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break; /* REDUCE */
+    }
+    if (!ok) {
+        fc_rails_fini(&r);
+        return;
+    }
+    while (fc_rails_next(&r)) {
+        int64_t own, n;
+        fc_rails_own(&r, &own, &n);
+        int64_t size = fc_rails_size(&r);
+        /* gather and scatter: a connection per rail; broadcast and reduce:
+         * the window as it is, through the multicast buffer */
+        fc_rails_step s = {.r = &r, .rail0 = 0, .user = role == GATHER || role == SCATTER};
+        switch (role) {
+        case NET_SEND: FC_SEND(&p, own, n); break;
+        case NET_RECV: FC_RECV(&p, own, n, true); break;
+        case GATHER: fc_prims_process(&p, true, false, size, fc_rails_gather, &s); break;
+        case BCAST: fc_prims_process(&p, true, true, size, fc_rails_gather, &s); break;
+        case SCATTER: fc_prims_process(&p, false, true, size, fc_rails_scatter, &s); break;
+        default: fc_prims_process(&p, true, true, size, fc_rails_scatter, &s); break; /* REDUCE */
+        }
+    }
+    fc_prims_fini(&p);
+    fc_rails_fini(&r);
+}
+
 /* ---- the roles as flows ---- */
 
 static void role_run(fc_coll *c, int role)
@@ -184,16 +238,16 @@ void fc_allreduce_nvls_tree(fc_coll *c)
     else run_roles(c, root, 3);
 }
 
-/* On one host only: across hosts they need CollNet's allgather and
- * reducescatter, which the launch check refuses (fc_algo_unsupported). */
 void fc_allgather_nvls(fc_coll *c)
 {
-    static const int roles[] = {GATHER, BCAST};
-    run_roles(c, roles, 2);
+    static const int roles[] = {GATHER, BCAST}, rails[] = {GATHER, NET_SEND, BCAST};
+    if (c->w->coll.oneNode) run_roles(c, roles, 2);
+    else fc_coll_run_roles(c, rails_role, rails, rail_role_names, 3);
 }
 
 void fc_reducescatter_nvls(fc_coll *c)
 {
-    static const int roles[] = {SCATTER, REDUCE};
-    run_roles(c, roles, 2);
+    static const int roles[] = {SCATTER, REDUCE}, rails[] = {NET_RECV, SCATTER, REDUCE};
+    if (c->w->coll.oneNode) run_roles(c, roles, 2);
+    else fc_coll_run_roles(c, rails_role, rails, rail_role_names, 3);
 }

@@ -379,6 +379,57 @@ void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peer
     scatter_gather(p, false, bufIx, totalElem, peerElem, peerOffset, skip, shift, postOp);
 }
 
+/* ---- Simple process (prims_simple.h process) ---- */
+
+void fc_prims_reduce_copy(fc_prims *p, const void *const *srcs, int nsrcs, void *const *dsts, int ndsts, size_t n,
+                          bool pre, bool post)
+{
+    combine(p, (const void **)srcs, nsrcs, (void **)dsts, ndsts, n, pre, post);
+}
+
+void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims_step_fn fn, void *ctx)
+{
+    if (!p->ok || aborted(p)) return;
+    uint64_t sps = (uint64_t)p->stepPerSlice;
+    int nrecv = recv ? p->nrecv : 0, nsend = send ? p->nsend : 0;
+    size_t bytes = (size_t)(nelem > 0 ? nelem : 0) * p->esz;
+    char *srcs[FC_PRIMS_MAX_PEERS] = {0}, *dsts[FC_PRIMS_MAX_PEERS] = {0};
+    char *staged = NULL; /* nrecv + nsend slots of `bytes`, for multicast connections */
+    for (int i = 0; i < nrecv; i++)
+        if (!wait_recv(p, i, p->rstep[i] + sps)) return;
+    for (int i = 0; i < nsend; i++)
+        if (!wait_send(p, i, p->sstep[i] + sps)) return;
+    for (int i = 0; i < nrecv + nsend; i++) {
+        fc_conn *c = i < nrecv ? &p->recv[i] : &p->send[i - nrecv];
+        char *slot = simple_slot(p, c, i < nrecv ? p->rstep[i] : p->sstep[i - nrecv]);
+        if (c->mc && !staged && !(staged = fc_task_scratch(p->t, (size_t)(nrecv + nsend) * bytes + 1))) {
+            fc_emu_fail(p->e, "%s: out of memory", p->who);
+            return;
+        }
+        char *at = c->mc ? staged + (size_t)i * bytes : slot;
+        if (i < nrecv && c->mc) { /* multimem.ld_reduce */
+            char *copies[FC_MC_MAX_TEAM];
+            int ncopies = buffer_copies(c, slot, copies);
+            fc_reduce_multimem(&p->op, at, (const void *const *)copies, ncopies, bytes / p->esz);
+        }
+        if (i < nrecv) srcs[i] = at;
+        else dsts[i - nrecv] = at;
+    }
+    fn(p, ctx, srcs, nrecv, dsts, nsend);
+    for (int i = 0; i < nsend; i++) {
+        fc_conn *c = &p->send[i];
+        if (c->mc) { /* multimem.st */
+            char *copies[FC_MC_MAX_TEAM];
+            int ncopies = buffer_copies(c, simple_slot(p, c, p->sstep[i]), copies);
+            for (int k = 0; k < ncopies; k++) memcpy(copies[k], dsts[i], bytes);
+        }
+        fc_prims_conn_set_size(p, c, p->sstep[i], (int64_t)bytes);
+    }
+    for (int i = 0; i < nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += sps);
+    for (int i = 0; i < nsend; i++) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i] += sps);
+    fc_task_progress(p->t);
+}
+
 /* ---- LL (prims_ll.h LLGenericOp): 8 data bytes per 16-byte line ---- */
 
 typedef struct {

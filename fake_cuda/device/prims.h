@@ -88,6 +88,20 @@ void fc_prims_scatter(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t pee
                       int shift);
 void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
                      int shift, bool postOp);
+/* NCCL's process<Recv, Send>(fn) (Simple, one step per chunk), for kernels
+ * that place each step's data themselves: waits for one step on every
+ * receive (when recv) and send (when send) connection, hands fn their slots
+ * (a multicast receive slot already reduced over the team, a multicast send
+ * slot stored to every copy after fn), then every send connection carries
+ * nelem elements (its connFifo size) and every step is posted. fn moves data
+ * with fc_prims_reduce_copy. */
+typedef void (*fc_prims_step_fn)(fc_prims *p, void *ctx, char *const *srcs, int nsrcs, char *const *dsts,
+                                 int ndsts);
+void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims_step_fn fn, void *ctx);
+/* reduceCopy: n elements, the reduction of srcs (the pre-op on srcs[0] when
+ * pre, the post-op on the result when post) into every dst. */
+void fc_prims_reduce_copy(fc_prims *p, const void *const *srcs, int nsrcs, void *const *dsts, int ndsts, size_t n,
+                          bool pre, bool post);
 /* The destructor: the steps reached go back to each connection. */
 void fc_prims_fini(fc_prims *p);
 

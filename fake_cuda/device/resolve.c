@@ -159,6 +159,7 @@ void fc_nccl_resolve(fc_nccl_launch *l)
     for (int p = 0; p < 3; p++) l->buffSizes[p] = i32_element(comm, L->comm_buffSizes, p);
     l->p2pChunkSize = (int)(int32_t)fc_nccl_get(comm, L->comm_p2pChunkSize);
     l->abortFlag = fc_nccl_get(comm, L->comm_abortFlag);
+    l->collNetDenseToUserRank = fc_nccl_get(comm, L->comm_collNetDenseToUserRank);
     l->workConsumed = fc_nccl_get(comm, L->comm_workConsumed);
     l->workStarted = fc_nccl_get(comm, L->comm_workStarted);
     l->workCompleted = fc_nccl_get(comm, L->comm_workCompleted);
@@ -194,6 +195,8 @@ void fc_nccl_resolve(fc_nccl_launch *l)
             c->direct.up[d] = i32_element(chan, L->channel_collnetDirect_up, d);
             c->direct.down[d] = i32_element(chan, L->channel_collnetDirect_down, d);
         }
+        for (int h = 0; h < 8; h++)
+            c->direct.heads[h] = h < c->direct.nHeads ? i32_element(chan, L->channel_collnetDirect_heads, h) : -1;
         c->nvls.out = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_out);
         c->nvls.nHeads = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_nHeads);
         c->nvls.headRank = (int)(int32_t)fc_nccl_get(chan, L->channel_nvls_headRank);

@@ -2,13 +2,14 @@
  * when the host's platform says its fabric has it ([platform] collnet = 1).
  *
  * NCCL makes one collective group per CollNet device and communicator, of
- * one rank per host (the heads), and hands it whole buffers to reduce. The
- * "switch" here is the group itself: every member sends its data to every
- * other over the plugin's own TCP connections (net_connect.c,
- * net_transfer.c) and reduces what arrives, all in member order, so every
- * member computes the same bits, as a switch's single reduction gives every
- * member the same result. The reductions are NCCL's own operators
- * (device/reduce.c). */
+ * one rank per host (the heads), and hands it buffers to reduce (AllReduce),
+ * or windows of the vector of every member's part to gather or to reduce and
+ * scatter (AllGather, ReduceScatter). The "switch" here is the group itself:
+ * every member sends its data to every other over the plugin's own TCP
+ * connections (net_connect.c, net_transfer.c) and reduces what arrives, all
+ * in member order, so every member computes the same bits, as a switch's
+ * single reduction gives every member the same result. The reductions are
+ * NCCL's own operators (device/reduce.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,14 +31,18 @@ typedef struct coll_comm {
     uint64_t ops;        /* operations posted, for logs */
 } coll_comm;
 
+/* What a request does once every message has arrived. */
+typedef enum { COLL_ALLREDUCE, COLL_ALLGATHER, COLL_REDUCESCATTER } coll_kind;
+
 typedef struct coll_request {
     uint32_t magic;
     coll_comm *c;
-    const void *send;
+    coll_kind kind;
+    const void *send; /* AllReduce, ReduceScatter: this member's data for the reduction */
     void *recv;
-    size_t count, bytes;
+    size_t count, bytes; /* elements and bytes this member reduces (AllGather: bytes of the window) */
     fc_redop op;
-    char *gathered; /* every member's data, by rank (this member's slot unused) */
+    char *gathered; /* the other members' data to reduce, by rank (this member's slot unused) */
     void **reqs;    /* this member's sends, then its receives; NULL once complete */
     int nreqs, pending;
 } coll_request;
@@ -183,43 +188,133 @@ ncclResult_t fcn_collnet_close(void *coll)
     return ncclSuccess;
 }
 
+static ncclResult_t request_new(coll_comm *c, coll_kind kind, size_t gathered, coll_request **out)
+{
+    coll_request *q = calloc(1, sizeof *q);
+    if (!q || !(q->reqs = calloc(2 * (size_t)c->nranks, sizeof(void *))) || !(q->gathered = malloc(gathered + 1))) {
+        if (q) free(q->reqs);
+        free(q);
+        return ncclSystemError;
+    }
+    q->magic = COLL_REQ_MAGIC;
+    q->c = c;
+    q->kind = kind;
+    *out = q;
+    return ncclSuccess;
+}
+
+static void request_free(coll_request *q)
+{
+    free(q->gathered);
+    free(q->reqs);
+    q->magic = 0;
+    free(q);
+}
+
+/* Post this member's message to r and r's message to this member (empty
+ * ones are not sent: both sides know their sizes). */
+static ncclResult_t exchange(coll_request *q, int r, const void *out, size_t outBytes, void *in, size_t inBytes)
+{
+    coll_comm *c = q->c;
+    ncclResult_t rc = ncclSuccess;
+    if (outBytes) rc = post(c->send[r], true, (void *)out, outBytes, &q->reqs[q->nreqs++]);
+    if (rc == ncclSuccess && inBytes) rc = post(c->recv[r], false, in, inBytes, &q->reqs[q->nreqs++]);
+    return rc;
+}
+
+static ncclResult_t request_start(coll_request *q, ncclResult_t rc, void **request)
+{
+    if (rc != ncclSuccess) {
+        request_free(q); /* messages already posted complete with the connection */
+        return rc;
+    }
+    q->pending = q->nreqs;
+    q->c->ops++;
+    *request = q;
+    return ncclSuccess;
+}
+
+static bool reduction_ok(int type, int op)
+{
+    int supported = 0;
+    fcn_collnet_reduce_support(type, op, &supported);
+    if (!supported) FCN_WARN("CollNet: no reduction %d on data type %d", op, type);
+    return supported;
+}
+
 ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t count, int type, int op,
                                     void **request)
 {
     coll_comm *c = coll;
     if (!c || c->magic != COLL_MAGIC || !request) return ncclInvalidArgument;
-    int supported = 0;
-    fcn_collnet_reduce_support(type, op, &supported);
-    if (!supported) {
-        FCN_WARN("CollNet: no reduction %d on data type %d", op, type);
-        return ncclInvalidArgument;
-    }
-    coll_request *q = calloc(1, sizeof *q);
-    size_t esz = fc_nccl_type_size(type), bytes = count * esz;
-    if (!q || !(q->reqs = calloc(2 * (size_t)c->nranks, sizeof(void *))) ||
-        !(q->gathered = malloc(bytes * (size_t)c->nranks + 1))) {
-        if (q) free(q->reqs);
-        free(q);
-        return ncclSystemError;
-    }
-    *q = (coll_request){.magic = COLL_REQ_MAGIC, .c = c, .send = send, .recv = recv, .count = count, .bytes = bytes,
-                        .op = {.type = type, .redop = op}, .gathered = q->gathered, .reqs = q->reqs};
-    ncclResult_t rc = ncclSuccess;
+    if (!reduction_ok(type, op)) return ncclInvalidArgument;
+    size_t bytes = count * fc_nccl_type_size(type);
+    coll_request *q;
+    ncclResult_t rc = request_new(c, COLL_ALLREDUCE, bytes * (size_t)c->nranks, &q);
+    if (rc != ncclSuccess) return rc;
+    q->send = send, q->recv = recv, q->count = count, q->bytes = bytes, q->op = (fc_redop){.type = type, .redop = op};
+    for (int r = 0; r < c->nranks && rc == ncclSuccess; r++)
+        if (r != c->rank) rc = exchange(q, r, send, bytes, q->gathered + (size_t)r * bytes, bytes);
+    return request_start(q, rc, request);
+}
+
+/* AllGather and ReduceScatter work on a window of the whole vector, which is
+ * every member's bytesPerRank in member order: member r's share of the window
+ * [off, off + bytes) is where it meets [r, r + 1) * bytesPerRank. */
+typedef struct {
+    size_t lo, hi; /* offsets in the window */
+} share;
+
+static share share_of(int r, size_t bytesPerRank, size_t off, size_t bytes)
+{
+    size_t beg = (size_t)r * bytesPerRank, end = beg + bytesPerRank;
+    size_t lo = beg > off ? beg : off, hi = end < off + bytes ? end : off + bytes;
+    return hi > lo ? (share){lo - off, hi - off} : (share){0, 0};
+}
+
+/* Every member gets the window: each member's share from that member (send
+ * holds this member's share of it). */
+ncclResult_t fcn_collnet_iallgather(void *coll, void *send, void *recv, size_t bytesPerRank, size_t off,
+                                    size_t bytes, void **request)
+{
+    coll_comm *c = coll;
+    if (!c || c->magic != COLL_MAGIC || !request || !bytesPerRank) return ncclInvalidArgument;
+    coll_request *q;
+    ncclResult_t rc = request_new(c, COLL_ALLGATHER, 0, &q);
+    if (rc != ncclSuccess) return rc;
+    q->recv = recv, q->bytes = bytes;
+    share mine = share_of(c->rank, bytesPerRank, off, bytes);
+    memmove((char *)recv + mine.lo, send, mine.hi - mine.lo);
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
         if (r == c->rank) continue;
-        rc = post(c->send[r], true, send, bytes, &q->reqs[q->nreqs++]);
-        if (rc == ncclSuccess) rc = post(c->recv[r], false, q->gathered + (size_t)r * bytes, bytes, &q->reqs[q->nreqs++]);
+        share theirs = share_of(r, bytesPerRank, off, bytes);
+        rc = exchange(q, r, send, mine.hi - mine.lo, (char *)recv + theirs.lo, theirs.hi - theirs.lo);
     }
-    if (rc != ncclSuccess) {
-        free(q->gathered);
-        free(q->reqs);
-        free(q);
-        return rc;
+    return request_start(q, rc, request);
+}
+
+/* Every member gets its share of the window reduced over all members' data
+ * (send holds this member's data for the whole window). */
+ncclResult_t fcn_collnet_ireducescatter(void *coll, void *send, void *recv, size_t bytesPerRank, size_t off,
+                                        size_t bytes, int type, int op, void **request)
+{
+    coll_comm *c = coll;
+    if (!c || c->magic != COLL_MAGIC || !request || !bytesPerRank) return ncclInvalidArgument;
+    if (!reduction_ok(type, op)) return ncclInvalidArgument;
+    size_t esz = fc_nccl_type_size(type);
+    share mine = share_of(c->rank, bytesPerRank, off, bytes);
+    size_t n = mine.hi - mine.lo;
+    coll_request *q;
+    ncclResult_t rc = request_new(c, COLL_REDUCESCATTER, n * (size_t)c->nranks, &q);
+    if (rc != ncclSuccess) return rc;
+    q->send = (const char *)send + mine.lo, q->recv = recv, q->count = n / esz, q->bytes = n;
+    q->op = (fc_redop){.type = type, .redop = op};
+    for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
+        if (r == c->rank) continue;
+        share theirs = share_of(r, bytesPerRank, off, bytes);
+        rc = exchange(q, r, (const char *)send + theirs.lo, theirs.hi - theirs.lo, q->gathered + (size_t)r * n, n);
     }
-    q->pending = q->nreqs;
-    c->ops++;
-    *request = q;
-    return ncclSuccess;
+    return request_start(q, rc, request);
 }
 
 ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
@@ -238,16 +333,15 @@ ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
     }
     *done = q->pending == 0;
     if (!*done) return ncclSuccess;
-    /* Every member reduces the members' data in rank order: the same bits everywhere. */
-    const void **srcs = malloc((size_t)q->c->nranks * sizeof *srcs);
-    if (!srcs) return ncclSystemError;
-    for (int r = 0; r < q->c->nranks; r++) srcs[r] = r == q->c->rank ? q->send : q->gathered + (size_t)r * q->bytes;
-    fc_reduce(&q->op, q->recv, srcs, q->c->nranks, q->count, false, false);
-    free(srcs);
+    if (q->kind != COLL_ALLGATHER && q->count) {
+        /* Every member reduces the members' data in rank order: the same bits everywhere. */
+        const void **srcs = malloc((size_t)q->c->nranks * sizeof *srcs);
+        if (!srcs) return ncclSystemError;
+        for (int r = 0; r < q->c->nranks; r++) srcs[r] = r == q->c->rank ? q->send : q->gathered + (size_t)r * q->bytes;
+        fc_reduce(&q->op, q->recv, srcs, q->c->nranks, q->count, false, false);
+        free(srcs);
+    }
     if (size) *size = (int)q->bytes;
-    free(q->gathered);
-    free(q->reqs);
-    q->magic = 0;
-    free(q);
+    request_free(q);
     return ncclSuccess;
 }

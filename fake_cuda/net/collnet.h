@@ -18,6 +18,13 @@ ncclResult_t fcn_collnet_connect(void *handles[], int nranks, int rank, void *li
 ncclResult_t fcn_collnet_close(void *coll);
 ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t count, int type, int op,
                                     void **request);
+/* A window [off, off + bytes) of the vector of every member's bytesPerRank:
+ * AllGather gives every member the whole window (send: this member's part
+ * of it), ReduceScatter each member its part reduced (send: the window). */
+ncclResult_t fcn_collnet_iallgather(void *coll, void *send, void *recv, size_t bytesPerRank, size_t off,
+                                    size_t bytes, void **request);
+ncclResult_t fcn_collnet_ireducescatter(void *coll, void *send, void *recv, size_t bytesPerRank, size_t off,
+                                        size_t bytes, int type, int op, void **request);
 ncclResult_t fcn_collnet_test(void *request, int *done, int *size);
 
 #endif

@@ -354,12 +354,28 @@ static ncclResult_t coll_iflush(void *coll, void *data, int size, void *mhandle,
     return ncclSuccess;
 }
 
-/* AllReduce only: NCCL uses CollNet for AllGather and ReduceScatter only
- * where a plugin offers iallgather and ireducescatter. */
+/* NCCL hands one contiguous part per call (nParts 1). */
+static ncclResult_t coll_iallgather(void *coll, void *send, int nRecvParts, ncclNetSGE_v8_t *recvParts,
+                                    size_t bytesPerRank, size_t off, size_t bytes, void *smh, void **request)
+{
+    (void)smh;
+    if (nRecvParts != 1 || !recvParts || recvParts->size < bytes) return ncclInvalidArgument;
+    return fcn_collnet_iallgather(coll, send, recvParts->address, bytesPerRank, off, bytes, request);
+}
+
+static ncclResult_t coll_ireducescatter(void *coll, int nSendParts, ncclNetSGE_v8_t *sendParts, void *recv,
+                                        size_t bytesPerRank, size_t off, size_t bytes, int type, int op, void *rmh,
+                                        void **request)
+{
+    (void)rmh;
+    if (nSendParts != 1 || !sendParts || sendParts->size < bytes) return ncclInvalidArgument;
+    return fcn_collnet_ireducescatter(coll, sendParts->address, recv, bytesPerRank, off, bytes, type, op, request);
+}
+
 EXPORT ncclCollNet_v8_t ncclCollNetPlugin_v8 = {
     .name = FCN_PLUGIN_NAME, .init = init_v5, .devices = fcn_collnet_devices, .getProperties = props_v8,
     .listen = fcn_listen, .connect = fcn_collnet_connect, .reduceSupport = fcn_collnet_reduce_support,
     .regMr = fcn_reg_mr, .regMrDmaBuf = regmr_dmabuf, .deregMr = fcn_dereg_mr, .iallreduce = coll_iallreduce,
-    .iallgather = NULL, .ireducescatter = NULL, .iflush = coll_iflush, .test = fcn_collnet_test,
-    .closeColl = fcn_collnet_close, .closeListen = fcn_close_listen,
+    .iallgather = coll_iallgather, .ireducescatter = coll_ireducescatter, .iflush = coll_iflush,
+    .test = fcn_collnet_test, .closeColl = fcn_collnet_close, .closeListen = fcn_close_listen,
 };
