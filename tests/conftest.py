@@ -208,16 +208,18 @@ ProbeRun = Callable[..., dict]
 
 @pytest.fixture
 def probe_run(run_cli: RunCli, ncclsim_exe: Path) -> ProbeRun:
-    """run(run_dir, hosts, gpus, ops, sizes, env=None, nccl="installed", args=()):
-    `ncclsim launch` of the probe (args: more launch options); fails unless
-    it exits 0 and rank 0 checked every op at every size. Returns run.json."""
+    """run(run_dir, hosts, gpus, ops, sizes, env=None, nccl="installed", args=(), probe_args=()):
+    `ncclsim launch` of the probe (args: more launch options, probe_args:
+    more probe options); fails unless it exits 0 and rank 0 checked every op
+    at every size. Returns run.json."""
     from ncclsim.rundir import RunDir
 
     def run(run_dir: Path, hosts: int, gpus: int, ops: tuple[str, ...], sizes: list[int],
-            env: Optional[dict[str, str]] = None, nccl: str = "installed", args: tuple[str, ...] = ()) -> dict:
+            env: Optional[dict[str, str]] = None, nccl: str = "installed", args: tuple[str, ...] = (),
+            probe_args: tuple[str, ...] = ()) -> dict:
         proc = run_cli("launch", "--run-dir", str(run_dir), "--nccl", nccl, "--hosts", str(hosts), "--gpus", str(gpus),
                        *args, "--timeout", "600", "--", str(ncclsim_exe), "probe", "--ops", ",".join(ops),
-                       "--sizes", ",".join(map(str, sizes)), env=env, timeout=700)
+                       "--sizes", ",".join(map(str, sizes)), *probe_args, env=env, timeout=700)
         assert proc.returncode == 0, proc.stderr[-3000:]
         out = RunDir(run_dir).rank(0).stdout.read_text()
         for op in ops:

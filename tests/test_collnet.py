@@ -1,11 +1,12 @@
 """CollNet (in-network reduction): with `launch --collnet` the simulated
-NICs' fabric reduces in its switches, NCCL (NCCL_COLLNET_ENABLE=1) connects
-through the net plugin's CollNet and uses it where its tuning picks it:
-AllReduce (with NVLS on H100: NVLS across hosts through CollNet; without:
-CollNet Chain or Direct), AllGather and ReduceScatter (CollNet Direct, or NVLS
-across hosts, through the plugin's allgather and reducescatter). Forced
-algorithms are checked at sizes with remainders, on several host counts and
-releases. Every output is checked by the probe."""
+NICs' fabric reduces in its switches (what SHARP reduces: sum, max, min),
+NCCL (NCCL_COLLNET_ENABLE=1) connects through the net plugin's CollNet and
+uses it where its tuning picks it: AllReduce (with NVLS on H100: NVLS across
+hosts through CollNet; without: CollNet Chain or Direct), AllGather and
+ReduceScatter (CollNet Direct, or NVLS across hosts, through the plugin's
+allgather and reducescatter). Forced algorithms are checked at sizes with
+remainders, on several host counts and releases. Every output is checked by
+the probe."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ SIZES = [8, 4096, 1000 * 1000, (3 << 20) + 4 * 1234, 16 << 20]
 
 
 def _probe(probe_run, run: Path, hosts: int, gpus: int, sizes: list[int], env: Optional[dict[str, str]] = None,
-           collnet: bool = True, nccl: str = "installed", ops: tuple[str, ...] = ("allreduce",)) -> dict:
+           collnet: bool = True, nccl: str = "installed", ops: tuple[str, ...] = ("allreduce",),
+           redop: str = "sum") -> dict:
     return probe_run(run, hosts, gpus, ops, sizes, env={"NCCL_COLLNET_ENABLE": "1", **(env or {})},
-                     nccl=nccl, args=("--collnet",) if collnet else ())
+                     nccl=nccl, args=("--collnet",) if collnet else (), probe_args=("--redop", redop))
 
 
 def _algorithms(report: dict, collective: str = "AllReduce") -> dict[int, str]:
@@ -71,6 +73,18 @@ def test_forced_collnet_allgather_reducescatter(probe_run, tmp_path: Path, algo:
     want = "COLLNET_DIRECT" if algo == "CollNetDirect" else "NVLS"
     for collective in ("AllGather", "ReduceScatter"):
         assert set(_algorithms(report, collective).values()) == {want}, report["tuning"]
+
+
+def test_collnet_max_and_min(probe_run, tmp_path: Path) -> None:
+    """The switch reduces max and min, as SHARP does: NCCL picks CollNet Chain
+    for a 1 MiB maximum (NVLS off); a minimum on CollNet Direct (forced),
+    AllReduce and ReduceScatter, at sizes with remainders."""
+    report = _probe(probe_run, tmp_path / "max", 3, 2, [1 << 20], env={"NCCL_NVLS_ENABLE": "0"}, redop="max")
+    assert _algorithms(report)[1 << 20] == "COLLNET_CHAIN", report["tuning"]
+    report = _probe(probe_run, tmp_path / "min", 3, 3, SIZES, env={"NCCL_NVLS_ENABLE": "0", "NCCL_ALGO": "CollNetDirect"},
+                    ops=("allreduce", "reducescatter"), redop="min")
+    for collective in ("AllReduce", "ReduceScatter"):
+        assert set(_algorithms(report, collective).values()) == {"COLLNET_DIRECT"}, report["tuning"]
 
 
 def test_no_collnet_unless_the_fabric_has_it(probe_run, tmp_path: Path) -> None:

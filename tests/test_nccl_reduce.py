@@ -39,6 +39,7 @@ bool fc_redop_valid(const fc_redop *op);
 void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
                bool pre_first, bool post);
 void fc_reduce_multimem(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n);
+bool fc_redop_of_host(int type, int hostOp, fc_redop *out);
 """
 
 # fake_cuda/device/layout.h numbering (ncclDataType_t, ncclDevRedOp_t)
@@ -428,6 +429,19 @@ def test_invalid_op_writes_nothing(lib: Lib) -> None:
     assert lib.reduce("f32", SUMPOSTDIV, 3 << 1, [[1, 2], [3, 4]], post=True) == [0xA5A5A5A5] * 2
     assert lib.reduce("f32", SUMPOSTDIV, 3 << 1, [[1, 2], [3, 4]], post=True, inplace=1) == [3, 4]
     assert lib.reduce("u8", 7, 0, [[1, 2], [3, 4]]) == [0xA5] * 2
+
+
+def test_device_op_of_the_users_op(lib: Lib) -> None:
+    """fc_redop_of_host (what a net plugin reduces with, handed ncclRedOp_t
+    0..3) builds hostToDevRedOp's operator and argument; other operators and
+    unknown types are refused."""
+    out = lib.ffi.new("fc_redop *")
+    for t in TYPES:
+        for nccl_op, op in enumerate(["sum", "prod", "max", "min"]):
+            assert lib.c.fc_redop_of_host(TYPES.index(t), nccl_op, out), (t, op)
+            assert (out.type, out.redop, out.arg) == (TYPES.index(t), *host_op(t, op, nranks=1, scalar=1)), (t, op)
+    assert not lib.c.fc_redop_of_host(TYPES.index("f32"), 4, out)  # ncclAvg
+    assert not lib.c.fc_redop_of_host(len(TYPES), 0, out)
 
 
 @pytest.mark.parametrize("t,op", [(t, op) for t in TYPES for op in HOST_OPS])

@@ -329,7 +329,8 @@ def harness_peer(path: str, version: int, role: str) -> None:
 def harness_collnet(path: str, rank: int, nranks: int) -> None:
     """One member of a CollNet group: devices, reduce support, then (when
     offered) listen, connect to every member's handle, and AllReduce float32
-    sums and int32 products of COUNT elements; prints each result's bytes.
+    sums and int32 maxima and minima of COUNT elements; prints each result's
+    bytes.
     Then AllGather and ReduceScatter windows (WINDOWS): prints the windows
     whose result differs from what the members' data make."""
     import cffi
@@ -343,7 +344,8 @@ def harness_collnet(path: str, rank: int, nranks: int) -> None:
         raise RuntimeError("init/devices failed")
     sup = ffi.new("int*")
     support = {}
-    for name, (dtype, op) in {"f32_sum": (7, 0), "i32_prod": (2, 1), "f32_max": (7, 2), "i8_sum": (0, 0)}.items():
+    for name, (dtype, op) in {"f32_sum": (7, 0), "i32_prod": (2, 1), "f32_max": (7, 2), "i8_min": (0, 3),
+                              "f32_avg": (7, 4), "f8e4m3_sum": (10, 0)}.items():
         t.reduceSupport(dtype, op, sup)
         support[name] = sup[0]
     say(json.dumps({"devices": n[0], "support": support}))
@@ -360,7 +362,8 @@ def harness_collnet(path: str, rank: int, nranks: int) -> None:
     say("CONNECTED")
     results = []
     for fmt, dtype, op, values in (("f", 7, 0, [rank * 0.25 + i * 1e-3 for i in range(COLLNET_COUNT)]),
-                                   ("i", 2, 1, [rank + 2 + i % 5 for i in range(COLLNET_COUNT)])):
+                                   ("i", 2, 2, [collnet_int(rank, i) for i in range(COLLNET_COUNT)]),
+                                   ("i", 2, 3, [collnet_int(rank, i) for i in range(COLLNET_COUNT)])):
         send = ffi.from_buffer("char[]", struct.pack(f"<{COLLNET_COUNT}{fmt}", *values))
         recv = ffi.new("char[]", 4 * COLLNET_COUNT)
         req, done = ffi.new("void**"), ffi.new("int*")
@@ -379,6 +382,11 @@ def harness_collnet(path: str, rank: int, nranks: int) -> None:
 
 
 COLLNET_COUNT = 100_000  # 400 KB per member: more than a socket buffer holds
+
+
+def collnet_int(rank: int, i: int) -> int:
+    """Member rank's int32 element i: signs and order vary with i."""
+    return (rank - 1) * (i % 7 - 3) * 1000 + i % 5
 BYTES_PER_MEMBER = 300_000
 # (offset, bytes) of the vector of every member's BYTES_PER_MEMBER: the whole
 # vector, one spanning two members' parts, one inside the last member's part.
@@ -660,8 +668,10 @@ def test_no_collnet_unless_the_fabric_has_it(harness_env: dict[str, str], tmp_pa
 
 
 def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str], tmp_path: Path) -> None:
-    """Every member gets the group's sum (float32) and product (int32), in the
-    same bits, computed in member order as NCCL's operators do; AllGather and
+    """The switch reduces what SHARP does (sum, max, min; no product, average
+    or fp8). Every member gets the group's sum (float32), maximum and minimum
+    (int32), in the same bits, computed in member order as NCCL's operators
+    do; AllGather and
     ReduceScatter deliver each window (whole, across two members' parts,
     inside one) as the members' data make it."""
     import struct
@@ -670,8 +680,8 @@ def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0) for r in range(3)]
     try:
         infos = [json.loads(read_line(p)) for p in procs]
-        assert all(i == {"devices": 2, "support": {"f32_sum": 1, "i32_prod": 1, "f32_max": 0, "i8_sum": 0}}
-                   for i in infos), infos
+        support = {"f32_sum": 1, "i32_prod": 0, "f32_max": 1, "i8_min": 1, "f32_avg": 0, "f8e4m3_sum": 0}
+        assert all(i == {"devices": 2, "support": support} for i in infos), infos
         handles = [read_line(p) for p in procs]
         assert all(h.startswith("HANDLE ") for h in handles)
         for p in procs:
@@ -688,8 +698,9 @@ def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str
         f32 = lambda x: struct.unpack("<f", struct.pack("<f", x))[0]  # noqa: E731
         want = [f32(sum(f32(r * 0.25 + i * 1e-3) for r in range(3))) for i in (*range(8), n - 1)]
         assert list(sums) == pytest.approx(want, rel=1e-6)
-        prods = struct.unpack("<8i", bytes.fromhex(results[0][1]["head"]))
-        assert list(prods) == [(2 + i % 5) * (3 + i % 5) * (4 + i % 5) for i in range(8)]
+        for k, pick in ((1, max), (2, min)):
+            got = struct.unpack("<8i", bytes.fromhex(results[0][k]["head"]))
+            assert list(got) == [pick(collnet_int(r, i) for r in range(3)) for i in range(8)], pick
         for p in procs:
             assert p.wait(timeout=60) == 0, p.stderr.read().decode()[-2000:]
     finally:

@@ -57,6 +57,18 @@ static bool is_int(int type) { return type >= FC_NCCL_TYPE_i8 && type <= FC_NCCL
 /* ncclDevWorkColl keeps divisor:31, isSigned:1 */
 static uint32_t postdiv_divisor(uint64_t arg) { return (uint32_t)(arg >> 1) & 0x7fffffffu; }
 
+bool fc_redop_of_host(int type, int hostOp, fc_redop *out) {
+    size_t size = fc_nccl_type_size(type);
+    if (!size || hostOp < 0 || hostOp > 3) return false;
+    *out = (fc_redop){.type = type, .redop = hostOp < 2 ? hostOp : FC_NCCL_REDOP_MinMax};
+    if (hostOp < 2) return true;
+    bool max = hostOp == 2; /* ncclMax, then ncclMin */
+    uint64_t all = ~0ull >> (64 - 8 * size), sign = all ^ (all >> 1);
+    bool is_signed = type == FC_NCCL_TYPE_i8 || type == FC_NCCL_TYPE_i32 || type == FC_NCCL_TYPE_i64;
+    out->arg = (is_signed ? sign : 0) ^ (max ? all : 0);
+    return true;
+}
+
 bool fc_redop_valid(const fc_redop *op) {
     if (!op || !fc_nccl_type_size(op->type) || op->redop < 0 || op->redop >= FC_NCCL_NUM_REDOPS)
         return false;

@@ -23,6 +23,12 @@ typedef struct {
     uint64_t arg;
 } fc_redop;
 
+/* The device operator NCCL's hostToDevRedOp builds for the user's ncclSum,
+ * ncclProd, ncclMax or ncclMin (ncclRedOp_t 0..3) on a type: what a net
+ * plugin, which is handed the user's operator, reduces with. False for other
+ * operators or an unknown type. */
+bool fc_redop_of_host(int type, int hostOp, fc_redop *out);
+
 /* Bytes per element, 0 when the type is unknown. */
 size_t fc_nccl_type_size(int type);
 

@@ -63,13 +63,16 @@ ncclResult_t fcn_collnet_devices(int *ndev)
     return fcn_devices(ndev); /* every NIC: NCCL merges CollNet and net devices by name */
 }
 
+/* What SHARP switches reduce, as its NCCL plugin (nccl-rdma-sharp-plugins)
+ * declares: sum, max and min (ncclRedOp_t 0, 2, 3; no product), on 8- to
+ * 64-bit integers, half, float, double and bfloat16 (ncclDataType_t 0..9,
+ * the 8-bit and bfloat16 types with SHARP v3 switches; no fp8). */
+static bool switch_reduces(int type, int op) { return (op == 0 || op == 2 || op == 3) && type >= 0 && type <= 9; }
+
 ncclResult_t fcn_collnet_reduce_support(int type, int op, int *supported)
 {
     if (!supported) return ncclInvalidArgument;
-    fc_redop r = {.type = type, .redop = op, .arg = 0};
-    /* ncclSum and ncclProd on every type NCCL reduces in a switch's place;
-     * min/max need the operator's argument from NCCL's device op: not offered. */
-    *supported = (op == 0 || op == 1) && type >= 2 && type <= 9 && fc_redop_valid(&r);
+    *supported = switch_reduces(type, op);
     return ncclSuccess;
 }
 
@@ -234,12 +237,12 @@ static ncclResult_t request_start(coll_request *q, ncclResult_t rc, void **reque
     return ncclSuccess;
 }
 
-static bool reduction_ok(int type, int op)
+/* NCCL hands the user's operator; the reduction is NCCL's device operator for it. */
+static bool reduction_of(int type, int op, fc_redop *out)
 {
-    int supported = 0;
-    fcn_collnet_reduce_support(type, op, &supported);
-    if (!supported) FCN_WARN("CollNet: no reduction %d on data type %d", op, type);
-    return supported;
+    if (switch_reduces(type, op) && fc_redop_of_host(type, op, out)) return true;
+    FCN_WARN("CollNet: no reduction %d on data type %d", op, type);
+    return false;
 }
 
 ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t count, int type, int op,
@@ -247,12 +250,13 @@ ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t c
 {
     coll_comm *c = coll;
     if (!c || c->magic != COLL_MAGIC || !request) return ncclInvalidArgument;
-    if (!reduction_ok(type, op)) return ncclInvalidArgument;
+    fc_redop rop;
+    if (!reduction_of(type, op, &rop)) return ncclInvalidArgument;
     size_t bytes = count * fc_nccl_type_size(type);
     coll_request *q;
     ncclResult_t rc = request_new(c, COLL_ALLREDUCE, bytes * (size_t)c->nranks, &q);
     if (rc != ncclSuccess) return rc;
-    q->send = send, q->recv = recv, q->count = count, q->bytes = bytes, q->op = (fc_redop){.type = type, .redop = op};
+    q->send = send, q->recv = recv, q->count = count, q->bytes = bytes, q->op = rop;
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++)
         if (r != c->rank) rc = exchange(q, r, send, bytes, q->gathered + (size_t)r * bytes, bytes);
     return request_start(q, rc, request);
@@ -300,7 +304,8 @@ ncclResult_t fcn_collnet_ireducescatter(void *coll, void *send, void *recv, size
 {
     coll_comm *c = coll;
     if (!c || c->magic != COLL_MAGIC || !request || !bytesPerRank) return ncclInvalidArgument;
-    if (!reduction_ok(type, op)) return ncclInvalidArgument;
+    fc_redop rop;
+    if (!reduction_of(type, op, &rop)) return ncclInvalidArgument;
     size_t esz = fc_nccl_type_size(type);
     share mine = share_of(c->rank, bytesPerRank, off, bytes);
     size_t n = mine.hi - mine.lo;
@@ -308,7 +313,7 @@ ncclResult_t fcn_collnet_ireducescatter(void *coll, void *send, void *recv, size
     ncclResult_t rc = request_new(c, COLL_REDUCESCATTER, n * (size_t)c->nranks, &q);
     if (rc != ncclSuccess) return rc;
     q->send = (const char *)send + mine.lo, q->recv = recv, q->count = n / esz, q->bytes = n;
-    q->op = (fc_redop){.type = type, .redop = op};
+    q->op = rop;
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
         if (r == c->rank) continue;
         share theirs = share_of(r, bytesPerRank, off, bytes);

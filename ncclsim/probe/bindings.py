@@ -47,7 +47,7 @@ const char *cudaGetErrorString(int error);
 """
 
 NCCL_FLOAT32 = 7
-NCCL_SUM = 0
+NCCL_SUM, NCCL_MAX, NCCL_MIN = 0, 2, 3  # ncclRedOp_t
 CUDA_STREAM_NON_BLOCKING = 1
 CUDA_MEMCPY_H2D, CUDA_MEMCPY_D2H = 1, 2  # cudaMemcpyKind
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import struct
 from typing import Optional
 
+from ncclsim.probe.bindings import NCCL_MAX, NCCL_MIN, NCCL_SUM
+
 PERIOD = 7
 
 
@@ -26,28 +28,34 @@ def pattern(rank: int, start: int, count: int) -> bytes:
     return block * whole + block[: rest * 4]
 
 
-def summed(nranks: int, start: int, count: int) -> bytes:
-    """Elements start.. of the sum of every rank's input."""
-    base = nranks * (nranks + 1) // 2
-    block = _f32([base + nranks * ((start + k) % PERIOD) for k in range(PERIOD)])
+# The reductions the probe offers, each exact on its inputs.
+REDUCTIONS = {"sum": NCCL_SUM, "max": NCCL_MAX, "min": NCCL_MIN}
+
+
+def reduced(nranks: int, start: int, count: int, redop: str = "sum") -> bytes:
+    """Elements start.. of every rank's input reduced with `redop`."""
+    def element(i: int) -> int:
+        return {"sum": nranks * (nranks + 1) // 2 + nranks * i, "max": nranks + i, "min": 1 + i}[redop]
+    block = _f32([element((start + k) % PERIOD) for k in range(PERIOD)])
     whole, rest = divmod(count, PERIOD)
     return block * whole + block[: rest * 4]
 
 
-def expected(op: str, rank: int, nranks: int, count: int) -> Optional[bytes]:
+def expected(op: str, rank: int, nranks: int, count: int, redop: str = "sum") -> Optional[bytes]:
     """The output of `op` on `rank` (count: the elements the probe passed as
-    the op's total count, see workload._issue), or None when it has none."""
+    the op's total count, see workload._issue; redop: the reductions'
+    operator), or None when it has none."""
     per = max(count // nranks, 1)
     if op == "allreduce":
-        return summed(nranks, 0, count)
+        return reduced(nranks, 0, count, redop)
     if op == "broadcast":
         return pattern(0, 0, count)
     if op == "reduce":
-        return summed(nranks, 0, count) if rank == 0 else None
+        return reduced(nranks, 0, count, redop) if rank == 0 else None
     if op == "allgather":
         return b"".join(pattern(r, 0, per) for r in range(nranks))
     if op == "reducescatter":
-        return summed(nranks, rank * per, per)
+        return reduced(nranks, rank * per, per, redop)
     if op == "sendrecv":
         return pattern((rank - 1) % nranks, 0, count)
     if op == "alltoall":

@@ -14,6 +14,7 @@ from ncclsim.commands import add_command
 from ncclsim.platform.env import SimOptions, simulation_env
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
+from ncclsim.probe.check import REDUCTIONS
 from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, parse_size, run
 
 under_mpi = launched_by_mpi
@@ -47,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus-per-process", type=int, default=0, metavar="G",
                    help="GPUs each process drives (default: all when alone, 1 under MPI)")
     p.add_argument("--iters", type=int, default=1, help="repetitions of each operation and size")
+    p.add_argument("--redop", choices=sorted(REDUCTIONS), default="sum",
+                   help="the operator of allreduce, reduce and reducescatter (default: sum)")
     p.add_argument("--no-check", action="store_true",
                    help="do not compare each operation's output with what NCCL must compute")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the result (rank 0) as JSON")
@@ -55,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def argv_of(args: argparse.Namespace) -> list[str]:
     """The command line that gives `args` again (to re-run the probe elsewhere)."""
     argv = ["--ops", args.ops, "--sizes", args.sizes, "--gpus-per-process", str(args.gpus_per_process),
-            "--iters", str(args.iters)] + (["--no-check"] if args.no_check else [])
+            "--iters", str(args.iters), "--redop", args.redop] + (["--no-check"] if args.no_check else [])
     return argv + (["--json", str(args.json.resolve())] if args.json else [])
 
 
@@ -69,7 +72,8 @@ def options(args: argparse.Namespace) -> ProbeOptions:
     if args.gpus_per_process < 0 or args.iters < 1:
         raise NcclsimError("--gpus-per-process must be >= 0 and --iters >= 1")
     sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
-    return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, check=not args.no_check)
+    return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, check=not args.no_check,
+                        redop=args.redop)
 
 
 def execute(args: argparse.Namespace) -> int:

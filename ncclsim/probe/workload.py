@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
-                                    NCCL_FLOAT32, NCCL_SUM, Libraries, ProbeError)
+                                    NCCL_FLOAT32, Libraries, ProbeError)
 
 OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
               "alltoall")
@@ -42,6 +42,7 @@ class ProbeOptions:
     gpus_per_process: int = 0  # 0: every GPU the process sees, when alone
     iterations: int = 1
     check: bool = True  # compare every output with what NCCL must compute
+    redop: str = "sum"  # the reductions' operator (check.REDUCTIONS)
 
 
 @dataclass
@@ -152,9 +153,9 @@ def _elements(size: int) -> int:
     return max(size // 4, 1)
 
 
-def _check(op: str, r: Rank, size: int, nranks: int) -> None:
+def _check(op: str, r: Rank, size: int, nranks: int, redop: str) -> None:
     """Raise when rank r's output of `op` is not what NCCL must compute."""
-    want = check.expected(op, r.rank, nranks, _elements(size))
+    want = check.expected(op, r.rank, nranks, _elements(size), redop)
     if want is None:
         return
     problem = check.first_difference(r.copy_out(len(want)), want)
@@ -162,22 +163,22 @@ def _check(op: str, r: Rank, size: int, nranks: int) -> None:
         raise ProbeError(f"{op} of {size} bytes on rank {r.rank}: wrong result: {problem}")
 
 
-def _issue(op: str, r: Rank, size: int, nranks: int) -> None:
+def _issue(op: str, r: Rank, size: int, nranks: int, redop: str) -> None:
     """Enqueue one operation of `size` bytes (nccl-tests' convention) on rank r."""
     nccl, chk = r.libs.nccl, r.libs.nccl_check
-    count = _elements(size)
+    count, red = _elements(size), check.REDUCTIONS[redop]
     c, s, snd, rcv = r.comm[0], r.stream[0], r.send[0], r.recv[0]
     what = f"{op} of {size} bytes on rank {r.rank}"
     if op == "allreduce":
-        chk(nccl.ncclAllReduce(snd, rcv, count, NCCL_FLOAT32, NCCL_SUM, c, s), what)
+        chk(nccl.ncclAllReduce(snd, rcv, count, NCCL_FLOAT32, red, c, s), what)
     elif op == "broadcast":
         chk(nccl.ncclBroadcast(snd, rcv, count, NCCL_FLOAT32, 0, c, s), what)
     elif op == "reduce":
-        chk(nccl.ncclReduce(snd, rcv, count, NCCL_FLOAT32, NCCL_SUM, 0, c, s), what)
+        chk(nccl.ncclReduce(snd, rcv, count, NCCL_FLOAT32, red, 0, c, s), what)
     elif op == "allgather":
         chk(nccl.ncclAllGather(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, c, s), what)
     elif op == "reducescatter":
-        chk(nccl.ncclReduceScatter(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, NCCL_SUM, c, s), what)
+        chk(nccl.ncclReduceScatter(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, red, c, s), what)
     elif op == "sendrecv":
         chk(nccl.ncclSend(snd, count, NCCL_FLOAT32, (r.rank + 1) % nranks, c, s), what)
         chk(nccl.ncclRecv(rcv, count, NCCL_FLOAT32, (r.rank - 1) % nranks, c, s), what)
@@ -245,13 +246,13 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
                     r.clear_recv()
             t = time.perf_counter()
             for _ in range(opts.iterations):
-                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks), op)
+                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
             for r in ranks:
                 r.sync()
             result.operations.append(OpResult(op, size, time.perf_counter() - t))
             if opts.check:
                 for r in ranks:
-                    _check(op, r, size, nranks)
+                    _check(op, r, size, nranks, opts.redop)
             log(f"{op:<14} {size:>12} B  {'checked' if opts.check else 'done'}")
 
     t = time.perf_counter()
