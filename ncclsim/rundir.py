@@ -80,6 +80,10 @@ class HostFiles:
     def env(self) -> Path:  # the host's variables as `export` lines, sourced by rank.sh
         return self.directory / "env"
 
+    @property
+    def time_board(self) -> Path:  # NCCLSIM_TIME_BOARD: modelled times beside the host's data (--clock model)
+        return self.directory / "time-board"
+
 
 def host_topologies(base: Path) -> list[Path]:
     """base/h<i>/topo.xml of every host there, in host order."""

@@ -79,6 +79,7 @@ typedef struct fc_nccl_launch {
     char kernel[96]; /* the kernel's name, demangled identifier */
     unsigned long long stream;
     unsigned grid, block;
+    int device; /* the GPU it runs on (the stream's), an ordinal of the host */
     unsigned char *args; /* copy of the argument block */
     size_t args_size;
     uintptr_t comm, workBuf;

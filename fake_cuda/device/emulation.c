@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "algorithms.h"
+#include "device_link.h"
 #include "log.h"
 #include "tasks.h"
 
@@ -74,11 +75,14 @@ void fc_emu_run(fc_nccl_launch *l)
     if (!flows || !sched) {
         fc_emu_fail(&e, "out of memory");
     } else {
+        e.timed = fc_time_modelled();
+        fc_sched_set_start(sched, fc_time_kernel_start());
         for (int i = 0; i < l->nchannels; i++) {
             flows[i] = (channel_flow){&e, &l->channels[i]};
             if (!fc_task_spawn(sched, NULL, run_channel, &flows[i])) fc_emu_fail(&e, "out of memory");
         }
         if (!fc_emu_failed(&e)) fc_sched_run(sched);
+        fc_time_op_end(fc_sched_end(sched)); /* the kernel ends with its last channel */
     }
     fc_sched_free(sched);
     free(flows);

@@ -15,6 +15,7 @@ struct fc_emu {
     fc_nccl_launch *l;
     const fc_nccl_layout *L;
     volatile uint32_t *abortFlag;
+    bool timed; /* modelled time: each step costs what it would on the simulated hardware */
     char error[300]; /* first failure; a failed emulation stops */
 };
 typedef struct fc_emu fc_emu;

@@ -85,6 +85,7 @@ CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
     if (!l) return CUDA_ERROR_OUT_OF_MEMORY;
     kernel_ident(fc_function_name(f), l->kernel, sizeof l->kernel);
     l->stream = fc_stream_id(s);
+    l->device = fc_stream_device(s);
     l->block = bx;
     char why[200];
     CUresult r = CUDA_SUCCESS;

@@ -9,6 +9,7 @@
 
 #include "emulation.h"
 #include "int_math.h"
+#include "step_time.h"
 
 #define NCCL_MODE_OFFSET 1
 /* LL: every NCCL_LL_CLEAN_MASK+1 steps the sender rewrites a whole step of
@@ -90,6 +91,36 @@ static char *simple_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
     }
     size_t stride = (size_t)(c->stepSize / (int)p->esz) * p->esz;
     return c->buff + (step % (uint64_t)L->NCCL_STEPS) * stride;
+}
+
+/* ---- modelled time (step_time.h) ---- */
+
+typedef struct {
+    volatile uint32_t data1, flag1, data2, flag2;
+} ll_line;
+static ll_line *ll_slot(const fc_prims *p, const fc_conn *c, uint64_t step);
+static volatile uint64_t *ll128_slot(const fc_prims *p, const fc_conn *c, uint64_t step);
+
+/* Where a step's slot is, for the time board (a multicast slot by its
+ * multicast address, which the driver names alike in every member). */
+static uintptr_t slot_at(const fc_prims *p, const fc_conn *c, uint64_t step)
+{
+    return p->proto == FC_NCCL_PROTO_LL      ? (uintptr_t)ll_slot(p, c, step)
+         : p->proto == FC_NCCL_PROTO_LL128 ? (uintptr_t)ll128_slot(p, c, step)
+                                             : (uintptr_t)simple_slot(p, c, step);
+}
+
+/* The step about to be posted on the receive (recv) and send (send)
+ * connections, `bytes` of payload through each: called after the step's
+ * data moved and before its counters or flags announce it. */
+static void time_step(fc_prims *p, bool recv, bool send, int64_t bytes)
+{
+    if (!p->e->timed) return;
+    fc_step_slot r[FC_PRIMS_MAX_PEERS], s[FC_PRIMS_MAX_PEERS];
+    int nr = recv ? p->nrecv : 0, ns = send ? p->nsend : 0;
+    for (int i = 0; i < nr; i++) r[i] = (fc_step_slot){slot_at(p, &p->recv[i], p->rstep[i]), p->recv[i].mc};
+    for (int i = 0; i < ns; i++) s[i] = (fc_step_slot){slot_at(p, &p->send[i], p->sstep[i]), p->send[i].mc};
+    fc_step_time(p, r, nr, s, ns, bytes);
 }
 
 bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
@@ -309,6 +340,7 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 ndsts += buffer_copies(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
+        time_step(p, recv, send, n * (int64_t)p->esz);
         if (recv)
             for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);
         if (send)
@@ -358,6 +390,7 @@ static void scatter_gather(fc_prims *p, bool send, int64_t bufIx, int64_t totalE
                 combine(p, srcs, nsrcs, dsts, 1, (size_t)n, false, postOp);
             }
         }
+        time_step(p, !send, send, realSize * (int64_t)p->esz);
         for (int i = 0; i < npeers; i++) {
             if (send) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i] += (uint64_t)sps);
             else fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);
@@ -425,16 +458,13 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
         }
         fc_prims_conn_set_size(p, c, p->sstep[i], (int64_t)bytes);
     }
+    time_step(p, nrecv > 0, nsend > 0, (int64_t)bytes);
     for (int i = 0; i < nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += sps);
     for (int i = 0; i < nsend; i++) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i] += sps);
     fc_task_progress(p->t);
 }
 
 /* ---- LL (prims_ll.h LLGenericOp): 8 data bytes per 16-byte line ---- */
-
-typedef struct {
-    volatile uint32_t data1, flag1, data2, flag2;
-} ll_line;
 
 static ll_line *ll_slot(const fc_prims *p, const fc_conn *c, uint64_t step)
 {
@@ -507,6 +537,8 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
         }
     /* Padding elements ride along (zero from the source, as received otherwise). */
     if (nsrcs) fc_reduce(&p->op, result, srcs, nsrcs, bytes / p->esz, src == FC_BUF_INPUT, post);
+    /* a step of no lines waited for nothing from its peers (nor does the GPU's) */
+    time_step(p, recv && nlines, send, nelem * (int64_t)p->esz);
     if (send)
         for (int i = 0; i < p->nsend; i++) {
             ll_line *lines = ll_slot(p, &p->send[i], p->sstep[i]);
@@ -584,6 +616,7 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
             srcs[nsrcs++] = w;
         }
     if (nsrcs) fc_reduce(&p->op, result, srcs, nsrcs, dataWords * 8 / p->esz, src == FC_BUF_INPUT, post);
+    time_step(p, recv && nlines, send, nelem * (int64_t)p->esz);
     if (send)
         for (int i = 0; i < p->nsend; i++) {
             volatile uint64_t *words = ll128_slot(p, &p->send[i], p->sstep[i]);

@@ -28,6 +28,7 @@ struct fc_task {
     fc_task_fn fn;
     void *arg;
     int children; /* spawned with this as parent, not yet returned */
+    uint64_t now;  /* the flow's modelled time (see tasks.h) */
     bool done;
     const char *waiting; /* what it blocked on last */
     void *stack;
@@ -42,6 +43,7 @@ struct fc_sched {
     fc_sched_stop_fn stop;
     void *stop_arg;
     uint64_t stall_ns; /* 0: no stall report */
+    uint64_t start, end; /* modelled: where root flows start, the latest any ended */
 };
 
 static uint64_t now_ns(void)
@@ -84,7 +86,11 @@ static void trampoline(unsigned hi, unsigned lo)
     fc_task *t = (fc_task *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
     t->fn(t, t->arg);
     t->done = true;
-    if (t->parent) t->parent->children--;
+    if (t->parent) {
+        t->parent->children--;
+        if (t->now > t->parent->now) t->parent->now = t->now; /* a join waits for its parts */
+    }
+    if (t->now > t->sched->end) t->sched->end = t->now;
     t->sched->progress++;
     /* uc_link returns to the scheduler */
 }
@@ -104,6 +110,7 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
     t->ctx.uc_link = &s->main;
     t->sched = s;
     t->parent = parent;
+    t->now = parent ? parent->now : s->start;
     t->fn = fn;
     t->arg = arg;
     uintptr_t p = (uintptr_t)t;
@@ -130,6 +137,12 @@ void fc_task_join(fc_task *t)
 }
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
+
+uint64_t *fc_task_now(fc_task *t) { return &t->now; }
+
+void fc_sched_set_start(fc_sched *s, uint64_t t) { s->start = s->end = t; }
+
+uint64_t fc_sched_end(const fc_sched *s) { return s->end; }
 
 void *fc_task_scratch(fc_task *t, size_t n)
 {

@@ -44,6 +44,14 @@ fc_sched *fc_task_sched(fc_task *t);
  * when out of memory. */
 void *fc_task_scratch(fc_task *t, size_t n);
 
+/* Modelled time (NCCLSIM_CLOCK=model): every flow has a clock, which its
+ * steps move (prims.c). A flow starts at its parent's time, root flows at the
+ * scheduler's start; a parent's join ends when its last part did, and the
+ * scheduler's end is the latest any flow ended. */
+uint64_t *fc_task_now(fc_task *t);
+void fc_sched_set_start(fc_sched *s, uint64_t t);
+uint64_t fc_sched_end(const fc_sched *s);
+
 /* Block until cond holds. */
 #define FC_WAIT_UNTIL(t, cond, what)                                           \
     do {                                                                       \

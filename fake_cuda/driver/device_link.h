@@ -32,6 +32,13 @@ CUresult fc_nccl_on_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, 
  * Simulated memory is identity mapped: addr can be dereferenced. */
 size_t fc_sim_memory_span(uintptr_t addr);
 
+/* memory.c: whose memory addr is (a device ordinal, FC_WHERE_HOST, or
+ * FC_WHERE_NONE when no simulated memory holds it), and *key: a name for
+ * those bytes that every process of the host mapping them computes alike
+ * (the time board's key, common/time_board.h; 0 for none). */
+enum { FC_WHERE_HOST = -1, FC_WHERE_NONE = -2 };
+int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
+
 /* multicast.c: the memory behind a multicast mapping. Copy i of an address x
  * of the mapping, on the i-th device of the object's team, is x + delta[i],
  * mapped in this process (it can be dereferenced). */
@@ -39,6 +46,8 @@ size_t fc_sim_memory_span(uintptr_t addr);
 typedef struct fc_mc_view {
     int n; /* the team's size */
     intptr_t delta[FC_MC_MAX_TEAM];
+    /* the time board's key (fc_sim_memory_where) of copy i of x is x + key_delta[i] */
+    int64_t key_delta[FC_MC_MAX_TEAM];
 } fc_mc_view;
 /* 1 with *view set when [addr, addr+len) lies in a multicast mapping every
  * member has bound memory to (the view stays valid while it is mapped); 0
@@ -48,13 +57,27 @@ int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **view);
 /* modules.c: the function's name ("?" for an invalid handle). */
 const char *fc_function_name(CUfunction f);
 
-/* streams.c: the stream's id, as traces name it. */
+/* streams.c: the stream's id, as traces name it, and its context's device. */
 unsigned long long fc_stream_id(const struct CUstream_st *s);
+int fc_stream_device(const struct CUstream_st *s);
 /* streams.c: run fn(copy of arg) after everything queued before on s. When
  * the stream is idle and `inline_ok` (the operation cannot block), it runs at
  * once in the caller. Returns false when out of memory. */
 typedef void (*fc_op_fn)(void *arg);
 bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
                        bool inline_ok);
+
+/* modelled_time.c: modelled time (NCCLSIM_CLOCK=model), in nanoseconds of
+ * the run's modelled clock. False: time is real, and the functions below
+ * answer 0 and change nothing. */
+bool fc_time_modelled(void);
+uint64_t fc_time_ns(double us);
+/* Inside a stream operation: when it can start (the stream done with the
+ * previous one, the host done submitting it); for a kernel, with the launch
+ * latency and the gap after the previous kernel. */
+uint64_t fc_time_op_start(void);
+uint64_t fc_time_kernel_start(void);
+/* Inside a stream operation: it ends no earlier than t. */
+void fc_time_op_end(uint64_t t);
 
 #endif

@@ -1,5 +1,6 @@
 /* Events complete when their stream reaches them; they carry the time they
- * completed, for cuEventElapsedTime. */
+ * completed, for cuEventElapsedTime: real time, or under a modelled clock the
+ * stream's modelled time at that point. */
 #include <stdlib.h>
 
 #include "internal.h"
@@ -47,6 +48,7 @@ static void complete_record(void *arg)
     if (o->e->completed < o->seq) {
         o->e->completed = o->seq;
         o->e->time_ns = fc_now_ns();
+        o->e->modelled_ns = fc_time_op_start();
     }
     pthread_cond_broadcast(&o->e->cond);
     pthread_mutex_unlock(&o->e->lock);
@@ -86,7 +88,9 @@ FC_API CUresult cuEventQuery(CUevent e)
     if (!valid(e)) API_RETURN(CUDA_ERROR_INVALID_HANDLE, "");
     pthread_mutex_lock(&e->lock);
     bool done = e->completed >= e->recorded;
+    uint64_t t = e->modelled_ns;
     pthread_mutex_unlock(&e->lock);
+    if (done) fc_time_host_reach(t);
     API_ANSWER(done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"event\":\"%p\"", (void *)e);
 }
 
@@ -97,7 +101,9 @@ FC_API CUresult cuEventSynchronize(CUevent e)
     pthread_mutex_lock(&e->lock);
     uint64_t target = e->recorded;
     while (e->completed < target) pthread_cond_wait(&e->cond, &e->lock);
+    uint64_t t = e->modelled_ns;
     pthread_mutex_unlock(&e->lock);
+    fc_time_host_reach(t);
     API_RETURN(CUDA_SUCCESS, "\"event\":\"%p\"", (void *)e);
 }
 
@@ -113,12 +119,12 @@ FC_API CUresult cuEventElapsedTime_v2(float *pMilliseconds, CUevent start, CUeve
     pthread_mutex_lock(&start->lock);
     if (start->recorded == 0) r = CUDA_ERROR_INVALID_HANDLE;
     else if (start->completed < start->recorded) r = CUDA_ERROR_NOT_READY;
-    t0 = start->time_ns;
+    t0 = fc_time_modelled() ? start->modelled_ns : start->time_ns;
     pthread_mutex_unlock(&start->lock);
     pthread_mutex_lock(&end->lock);
     if (end->recorded == 0) r = CUDA_ERROR_INVALID_HANDLE;
     else if (r == CUDA_SUCCESS && end->completed < end->recorded) r = CUDA_ERROR_NOT_READY;
-    t1 = end->time_ns;
+    t1 = fc_time_modelled() ? end->modelled_ns : end->time_ns;
     pthread_mutex_unlock(&end->lock);
     if (r == CUDA_SUCCESS) *pMilliseconds = (float)((double)((int64_t)(t1 - t0)) / 1e6);
     API_RETURN(r, "\"ms\":%.6f", r ? 0.0 : (double)*pMilliseconds);
@@ -139,6 +145,7 @@ static void wait_event(void *arg)
     struct wait_op *o = arg;
     pthread_mutex_lock(&o->e->lock);
     while (o->e->completed < o->target) pthread_cond_wait(&o->e->cond, &o->e->lock);
+    fc_time_op_end(o->e->modelled_ns); /* the stream goes on from the event's time */
     pthread_mutex_unlock(&o->e->lock);
 }
 
@@ -153,7 +160,8 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     struct wait_op o = {e, e->recorded};
     bool done = e->completed >= o.target;
     pthread_mutex_unlock(&e->lock);
-    bool ok = done || fc_stream_enqueue(s, wait_event, &o, sizeof o, false);
+    /* an event already reached still holds the stream to its modelled time */
+    bool ok = (done && !fc_time_modelled()) || fc_stream_enqueue(s, wait_event, &o, sizeof o, done);
     API_RETURN(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY,
                "\"stream\":%llu,\"event\":\"%p\",\"flags\":%u", s->id, (void *)e, flags);
 }

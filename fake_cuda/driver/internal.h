@@ -104,10 +104,16 @@ typedef struct fc_alloc {
     unsigned long long buffer_id;
     bool counted;      /* counts against its device's capacity */
     CUmemoryPool pool; /* allocated from this pool (cuMemAllocFromPoolAsync) */
+    /* Set by fc_registry_add from the memfd (see fc_sim_memory_where): its
+     * inode, the same in every process that maps it, and whose memory it is. */
+    uint64_t ino;
+    int home;
 } fc_alloc;
 
 /* Create a memfd of `size` bytes mapped shared at an address of our choice
- * (or at `fixed` when non-zero). Untouched pages cost no memory. */
+ * (or at `fixed` when non-zero). Untouched pages cost no memory. Memfd names
+ * end in "-d<N>" for device N's memory (any other: host memory), so that
+ * every process that maps one knows whose memory it is. */
 int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, void **addr_out);
 void fc_registry_add(const fc_alloc *a);
 bool fc_registry_find(uintptr_t addr, fc_alloc *out); /* range containing addr */
@@ -117,6 +123,8 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the
  * whole range is in one allocation backed by one (false otherwise). */
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
+/* The time board's key of byte `off` of the memfd with inode `ino` (0: none fits). */
+uint64_t fc_memory_key(uint64_t ino, uint64_t off);
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
 void fc_mem_unreserve(CUdevice dev, size_t size);
@@ -136,6 +144,7 @@ struct CUstream_st {
     pthread_cond_t cond;
     struct fc_op *head, *tail;
     uint64_t enqueued, completed; /* ops */
+    uint64_t modelled_done;       /* modelled time the last completed op ended (modelled_time.c) */
     bool worker_running, stopping;
     pthread_t worker;
 };
@@ -160,6 +169,7 @@ struct CUevent_st {
     uint64_t recorded;  /* records issued */
     uint64_t completed; /* records that reached their point in the stream */
     uint64_t time_ns;   /* when the latest completed record completed */
+    uint64_t modelled_ns; /* the same in modelled time (NCCLSIM_CLOCK=model) */
 };
 #define FC_EVENT_MAGIC 0x65766e74u
 
@@ -169,6 +179,22 @@ int fc_function_attr(CUfunction f, CUfunction_attribute a);
 
 /* ---- util ---- */
 uint64_t fc_now_ns(void);
+
+/* ---- modelled_time.c (the operations' side: device_link.h) ---- */
+/* The program's modelled clock: now, a host cost of `us` (charged by API
+ * calls), a wait that ended at modelled time t. Inert when time is real. */
+uint64_t fc_time_host_now(void);
+void fc_time_host_charge(double us);
+void fc_time_host_reach(uint64_t t);
+/* Stream operations submitted (+1) and finished (-1): while some are, the
+ * program's clock reads cost nothing (it is waiting for them). */
+void fc_time_gpu_work(long delta);
+/* Streams: around each operation, from the stream's and the submission's
+ * modelled times; finish gives when the operation ended. */
+void fc_time_op_begin(uint64_t stream_done, uint64_t submit);
+uint64_t fc_time_op_finish(void);
+/* Inside a copy operation: the transfer's modelled duration. */
+void fc_time_copy(const void *dst, const void *src, size_t bytes);
 unsigned long long fc_next_id(void);
 
 #endif

@@ -19,6 +19,7 @@ static void run_copy(void *arg)
 {
     struct copy_op *o = arg;
     memmove(o->dst, o->src, o->n);
+    fc_time_copy(o->dst, o->src, o->n);
 }
 
 struct copy2d_op {
@@ -33,6 +34,7 @@ static void run_copy2d(void *arg)
         for (size_t y = 0; y < o->height; y++)
             memmove(o->dst + z * o->dslice + y * o->dpitch, o->src + z * o->sslice + y * o->spitch,
                     o->width);
+    fc_time_copy(o->dst, o->src, o->width * o->height * o->depth);
 }
 
 struct set_op {

@@ -5,10 +5,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
+#include "vmm_handle.h"
 
 /* ---- the registry: sorted by base, non-overlapping ---- */
 
@@ -27,8 +30,34 @@ static size_t lower_bound(uintptr_t addr) /* first index with base >= addr */
     return lo;
 }
 
-void fc_registry_add(const fc_alloc *a)
+/* Whose memory a range is (device ordinal, -1 host) and its memfd's inode. */
+static void identify(fc_alloc *a)
 {
+    a->home = a->kind == FC_MEM_HOST_ALLOC || a->kind == FC_MEM_HOST_REGISTERED ? -1 : a->device;
+    a->ino = 0;
+    /* a multicast range is named by its object's shared state, the same in every member */
+    int fd = a->kind == FC_MEM_MULTICAST && a->handle ? ((const fc_vmm_handle *)a->handle)->fd : a->fd;
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) return;
+    a->ino = (uint64_t)st.st_ino;
+    if (a->kind == FC_MEM_MULTICAST) return;
+    char link[64], name[256];
+    snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, name, sizeof name - 1);
+    if (n <= 0) return;
+    name[n] = 0;
+    a->home = -1;
+    for (char *d = strstr(name, "-d"); d; d = strstr(d + 1, "-d")) { /* the last "-d<digits>" */
+        char *end;
+        long dev = strtol(d + 2, &end, 10);
+        if (end != d + 2 && dev >= 0 && d[2] >= '0' && d[2] <= '9') a->home = (int)dev;
+    }
+}
+
+void fc_registry_add(const fc_alloc *a_in)
+{
+    fc_alloc copy = *a_in, *a = &copy;
+    identify(a);
     pthread_rwlock_wrlock(&reg_lock);
     if (reg_n == reg_cap) {
         size_t cap = reg_cap ? reg_cap * 2 : 256;
@@ -60,6 +89,24 @@ bool fc_registry_find(uintptr_t addr, fc_alloc *out)
     if (i >= 0 && out) *out = reg[i];
     pthread_rwlock_unlock(&reg_lock);
     return i >= 0;
+}
+
+int fc_sim_memory_where(uintptr_t addr, uint64_t *key)
+{
+    fc_alloc a;
+    if (!fc_registry_find(addr, &a)) {
+        *key = 0;
+        return FC_WHERE_NONE;
+    }
+    *key = fc_memory_key(a.ino, a.offset + (addr - a.base));
+    if (!*key) *key = (uint64_t)addr | 1ull << 63; /* no memfd: the address names it, in this process only */
+    return a.home;
+}
+
+uint64_t fc_memory_key(uint64_t ino, uint64_t off)
+{
+    /* inode (< 2^23) and offset (< 2^40): the same bytes, the same key, in every process */
+    return ino && ino < (1ull << 23) && off < (1ull << 40) ? (ino << 40 | off) + 1 : 0;
 }
 
 size_t fc_sim_memory_span(uintptr_t addr)
@@ -150,7 +197,9 @@ CUresult fc_device_alloc(CUdevice dev, size_t size, CUdeviceptr *out)
     if (!fc_mem_reserve(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
     int fd;
     void *p;
-    if (fc_memfd_map(bytes, 0, "ncclsim-device", &fd, &p) != 0) {
+    char name[32];
+    snprintf(name, sizeof name, "ncclsim-device-d%d", (int)dev);
+    if (fc_memfd_map(bytes, 0, name, &fd, &p) != 0) {
         fc_mem_unreserve(dev, bytes);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,7 @@ typedef struct {
     void *base; /* this process's mapping of the binding's memory */
     size_t len;
     uint32_t generation;
+    uint64_t ino, mem_offset; /* the bound memfd's inode, where the mapping starts in it */
     fc_vmm_handle *mine; /* memory this process bound (held until unbound) */
 } mc_local_binding;
 
@@ -333,7 +335,7 @@ FC_API CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
 /* Member i's binding that covers [off, off+len) of the object, mapped in
  * this process ((re)made when the binding changed): its memory at off, or
  * NULL while nothing is bound there. Called with mc->lock held. */
-static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len)
+static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len, uint64_t *key)
 {
     for (int k = 0; k < MC_MAX_BINDINGS; k++) {
         sh_lock(mc->sh);
@@ -349,12 +351,16 @@ static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len
             int fd = open(path, O_RDWR | O_CLOEXEC);
             if (fd < 0) return NULL;
             void *p = mmap(NULL, now.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)now.mem_offset);
+            struct stat st;
+            lb->ino = fstat(fd, &st) == 0 ? (uint64_t)st.st_ino : 0;
             close(fd);
             if (p == MAP_FAILED) return NULL;
             lb->base = p;
             lb->len = now.size;
             lb->generation = now.generation;
+            lb->mem_offset = now.mem_offset;
         }
+        *key = fc_memory_key(lb->ino, lb->mem_offset + (off - now.mc_offset));
         return (char *)lb->base + (off - now.mc_offset);
     }
     return NULL;
@@ -396,12 +402,14 @@ int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **out)
     size_t off = a.offset + (addr - a.base); /* in the object */
     pthread_mutex_lock(&mc->lock);
     for (int i = 0; i < view.n; i++) {
-        char *mem = member_memory(mc, i, off, len);
+        uint64_t key = 0;
+        char *mem = member_memory(mc, i, off, len, &key);
         if (!mem) {
             pthread_mutex_unlock(&mc->lock);
             return -1;
         }
         view.delta[i] = (intptr_t)((uintptr_t)mem - addr);
+        view.key_delta[i] = key ? (int64_t)(key - addr) : 0;
     }
     pthread_mutex_unlock(&mc->lock);
     /* One view per multicast address: a head's buffer and its credits are

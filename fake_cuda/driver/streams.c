@@ -6,12 +6,31 @@
 #include <string.h>
 
 #include "internal.h"
+#include "timing.h"
 
 struct fc_op {
     fc_op_fn fn;
     struct fc_op *next;
+    uint64_t submit;   /* modelled time the host submitted it */
     max_align_t arg[]; /* copy of the caller's argument */
 };
+
+/* Run one operation and move the stream's modelled timeline past it. Only
+ * the operation running (one at a time) touches modelled_done. */
+static void run_op(struct CUstream_st *s, fc_op_fn fn, void *arg, uint64_t submit)
+{
+    fc_time_op_begin(s->modelled_done, submit);
+    fn(arg);
+    s->modelled_done = fc_time_op_finish();
+}
+
+/* After an operation: its stream's progress, and one op less in flight. */
+static void op_done(struct CUstream_st *s)
+{
+    s->completed++;
+    fc_time_gpu_work(-1);
+    pthread_cond_broadcast(&s->cond);
+}
 
 /* Every stream ever created, for context-wide synchronisation. Stream
  * structures are never freed, so a handle used after destroy fails its magic
@@ -71,12 +90,11 @@ static void *worker_main(void *arg)
         if (!s->head) s->tail = NULL;
         e->busy = true;
         pthread_mutex_unlock(&s->lock);
-        op->fn(op->arg);
+        run_op(s, op->fn, op->arg, op->submit);
         free(op);
         pthread_mutex_lock(&s->lock);
         e->busy = false;
-        s->completed++;
-        pthread_cond_broadcast(&s->cond);
+        op_done(s);
     }
     s->worker_running = false;
     pthread_mutex_unlock(&s->lock);
@@ -87,25 +105,32 @@ bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size
                        bool inline_ok)
 {
     struct stream_ext *e = ext(s);
+    /* every stream call costs the host this much (a launch more: launch.c) */
+    fc_time_host_charge(fc_timing.host_call_us);
+    uint64_t submit = fc_time_host_now();
+    fc_time_gpu_work(+1);
     pthread_mutex_lock(&s->lock);
     if (inline_ok && !s->head && !e->busy) {
         e->busy = true;
         s->enqueued++;
         pthread_mutex_unlock(&s->lock);
-        fn((void *)arg);
+        run_op(s, fn, (void *)arg, submit);
         pthread_mutex_lock(&s->lock);
         e->busy = false;
-        s->completed++;
-        pthread_cond_broadcast(&s->cond);
+        op_done(s);
         pthread_mutex_unlock(&s->lock);
         return true;
     }
     pthread_mutex_unlock(&s->lock);
 
     struct fc_op *op = malloc(sizeof *op + arg_size);
-    if (!op) return false;
+    if (!op) {
+        fc_time_gpu_work(-1);
+        return false;
+    }
     op->fn = fn;
     op->next = NULL;
+    op->submit = submit;
     memcpy(op->arg, arg, arg_size);
 
     pthread_mutex_lock(&s->lock);
@@ -132,16 +157,24 @@ void fc_stream_wait_idle(struct CUstream_st *s)
     pthread_mutex_lock(&s->lock);
     uint64_t target = s->enqueued;
     while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+    uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
+    fc_time_host_reach(done); /* the host waited until then */
 }
 
 unsigned long long fc_stream_id(const struct CUstream_st *s) { return s->id; }
+
+int fc_stream_device(const struct CUstream_st *s) { return s->ctx->device; }
 
 bool fc_stream_idle(struct CUstream_st *s)
 {
     pthread_mutex_lock(&s->lock);
     bool idle = s->completed == s->enqueued;
+    uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
+    /* A query that finds the work done happened after it; one that does not
+     * costs no modelled time, however often the program asks. */
+    if (idle) fc_time_host_reach(done);
     return idle;
 }
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ncclsim.commands import add_command
-from ncclsim.launch.options import LaunchError, LaunchOptions
+from ncclsim.launch.options import CLOCKS, LaunchError, LaunchOptions
 from ncclsim.platform.models import GpuCatalog
 
 
@@ -26,6 +26,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--collnet", action="store_true", default=None,
                    help="the network's switches reduce (SHARP-like): the simulated NICs offer CollNet, "
                         "which NCCL uses with NCCL_COLLNET_ENABLE=1 (default: as the preset says)")
+    p.add_argument("--clock", choices=CLOCKS, default="wall",
+                   help="the time the ranks' programs read: 'wall' (default: the emulation's own) or 'model' "
+                        "(what the simulated cluster would take: clock reads, CUDA events and so nccl-tests' "
+                        "and the probe's times; one host for now)")
     p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",
@@ -62,7 +66,7 @@ def options(args: argparse.Namespace) -> LaunchOptions:
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
                          run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,
                          hostfile=args.hostfile, interface=args.interface,
-                         mpiexec_args=tuple(args.mpiexec_args))
+                         mpiexec_args=tuple(args.mpiexec_args), clock=args.clock)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
 from ncclsim.paths import mpiexec, nccl_lib_dir
+from ncclsim.platform.env import CLOCK_VARIABLES, clock_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
 from ncclsim.topology.host_artifacts import write_host_artifacts
@@ -148,6 +149,9 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
                            interface=opts.interface, spread=placement.spread)
+    for k in CLOCK_VARIABLES:  # the launch's --clock decides, not the caller's environment
+        env.pop(k, None)
+    env.update(clock_settings(opts.clock))
     unit = "ranks" if opts.gpus_per_process == 1 else "processes"
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
               f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")

@@ -14,6 +14,7 @@ from ncclsim.nccl.wheels import parse_spec
 from ncclsim.paths import ncclsim_command
 
 MAX_HOSTS = 1024
+CLOCKS = ("wall", "model")  # see ncclsim/platform/env.py clock_settings
 
 
 class LaunchError(NcclsimError):
@@ -35,6 +36,7 @@ class LaunchOptions:
     interface: Optional[str] = None  # NCCL_SOCKET_IFNAME for bootstrap and simulated NICs
     mpiexec_args: tuple[str, ...] = ()  # passed to mpiexec as they are
     collnet: Optional[bool] = None  # the network reduces in its switches; None: as the preset says
+    clock: str = "wall"  # one of CLOCKS
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -45,6 +47,11 @@ class LaunchOptions:
             raise LaunchError(f"--nics must be 0 or more, got {self.nics}")
         if self.gpus_per_process < 1:
             raise LaunchError(f"--gpus-per-process must be at least 1, got {self.gpus_per_process}")
+        if self.clock not in CLOCKS:
+            raise LaunchError(f"--clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
+        if self.clock == "model" and self.hosts > 1:
+            raise LaunchError("--clock model: modelled time covers one host for now (NVLink, PCIe and the "
+                              "GPUs' steps; not yet the network between hosts): use --hosts 1")
         if self.timeout < 0:
             raise LaunchError(f"--timeout must be 0 (none) or more seconds, got {self.timeout:g}")
         if self.command:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
@@ -73,10 +74,24 @@ def memory_settings(environ: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in MEMORY_VARIABLES.items() if k not in environ}
 
 
+CLOCK_VARIABLES = ("NCCLSIM_CLOCK", "NCCLSIM_CLOCK_EPOCH")
+
+
+def clock_settings(clock: str) -> dict[str, str]:
+    """The variables of the ranks' clock: 'wall' (none: the real clocks) or
+    'model' (the host library answers the program's clock reads with the
+    modelled time, counted from a common epoch: this moment on the real-time
+    and the monotonic clocks; fake_cuda/host/modelled_clock.c)."""
+    if clock != "model":
+        return {}
+    return {"NCCLSIM_CLOCK": "model", "NCCLSIM_CLOCK_EPOCH": f"{time.time_ns()},{time.monotonic_ns()}"}
+
+
 def with_host_preload(existing: str) -> str:
     """LD_PRELOAD with ncclsim's host library first: the simulated hostname
-    (when NCCLSIM_HOSTNAME is set), NCCL's socket polling yielding the CPU and
-    its shared-memory zero fills holding no memory (fake_cuda/host/)."""
+    (when NCCLSIM_HOSTNAME is set), NCCL's socket polling yielding the CPU,
+    its shared-memory zero fills holding no memory, and the modelled clock
+    (fake_cuda/host/)."""
     ours = str(lib_dir() / HOST_PRELOAD)
     rest = [p for p in existing.replace(":", " ").split() if p != ours]
     return " ".join([ours, *rest])

@@ -48,6 +48,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus-per-process", type=int, default=0, metavar="G",
                    help="GPUs each process drives (default: all when alone, 1 under MPI)")
     p.add_argument("--iters", type=int, default=1, help="repetitions of each operation and size")
+    p.add_argument("--warmup", type=int, default=0, metavar="N",
+                   help="untimed repetitions before the timed ones (default 0)")
     p.add_argument("--redop", choices=sorted(REDUCTIONS), default="sum",
                    help="the operator of allreduce, reduce and reducescatter (default: sum)")
     p.add_argument("--no-check", action="store_true",
@@ -58,7 +60,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def argv_of(args: argparse.Namespace) -> list[str]:
     """The command line that gives `args` again (to re-run the probe elsewhere)."""
     argv = ["--ops", args.ops, "--sizes", args.sizes, "--gpus-per-process", str(args.gpus_per_process),
-            "--iters", str(args.iters), "--redop", args.redop] + (["--no-check"] if args.no_check else [])
+            "--iters", str(args.iters), "--warmup", str(args.warmup), "--redop", args.redop]
+    argv += ["--no-check"] if args.no_check else []
     return argv + (["--json", str(args.json.resolve())] if args.json else [])
 
 
@@ -69,11 +72,11 @@ def options(args: argparse.Namespace) -> ProbeOptions:
     unknown = [o for o in ops if o not in OPERATIONS]
     if unknown:
         raise NcclsimError(f"unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
-    if args.gpus_per_process < 0 or args.iters < 1:
-        raise NcclsimError("--gpus-per-process must be >= 0 and --iters >= 1")
+    if args.gpus_per_process < 0 or args.iters < 1 or args.warmup < 0:
+        raise NcclsimError("--gpus-per-process must be >= 0, --iters >= 1 and --warmup >= 0")
     sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
-    return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, check=not args.no_check,
-                        redop=args.redop)
+    return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, warmup=args.warmup,
+                        check=not args.no_check, redop=args.redop)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -41,6 +41,7 @@ class ProbeOptions:
     sizes: tuple[int, ...] = (8, 1 << 20)
     gpus_per_process: int = 0  # 0: every GPU the process sees, when alone
     iterations: int = 1
+    warmup: int = 0  # untimed iterations before each operation and size (as nccl-tests' -w)
     check: bool = True  # compare every output with what NCCL must compute
     redop: str = "sum"  # the reductions' operator (check.REDUCTIONS)
 
@@ -244,6 +245,10 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
             if opts.check:
                 for r in ranks:
                     r.clear_recv()
+            for _ in range(opts.warmup):
+                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
+            for r in ranks:
+                r.sync()
             t = time.perf_counter()
             for _ in range(opts.iterations):
                 _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)

@@ -438,6 +438,38 @@ def check_count() -> dict:
     return {"rc": rc, "rc_again": rc2, "count": n[0]}
 
 
+def check_modelled_time() -> dict:
+    """Under a modelled clock (NCCLSIM_CLOCK=model, the host library preloaded):
+    what events and the host clock say around copies and a sleep."""
+    s = stream()
+    size = 64 << 20
+    dev, dev2, pinned = ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+    ck(rt.cudaMalloc(dev, size), "cudaMalloc")
+    ck(rt.cudaMalloc(dev2, size), "cudaMalloc")
+    ck(rt.cudaHostAlloc(pinned, size, 0), "cudaHostAlloc")
+    res = {}
+    for name, dst, src, kind in (("h2d", dev[0], pinned[0], H2D), ("d2d", dev2[0], dev[0], D2D)):
+        a, b = event(), event()
+        ck(rt.cudaEventRecord(a, s), "cudaEventRecord")
+        t0 = time.perf_counter()
+        ck(rt.cudaMemcpyAsync(dst, src, size, kind, s), "cudaMemcpyAsync")
+        ck(rt.cudaEventRecord(b, s), "cudaEventRecord")
+        ck(rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
+        host_s = time.perf_counter() - t0
+        ms = ffi.new("float *")
+        ck(rt.cudaEventElapsedTime(ms, a, b), "cudaEventElapsedTime")
+        res[name] = {"event_ms": ms[0], "host_s": host_s}
+    t0 = time.perf_counter()
+    time.sleep(0.25)
+    res["sleep_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    res["read_s"] = time.perf_counter() - t0
+    gate = threading.Event()
+    t0 = time.perf_counter()
+    res["timed_wait"] = [gate.wait(0.5), time.perf_counter() - t0]
+    return res
+
+
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+/* Modelled time in the driver (NCCLSIM_CLOCK=model; see device_link.h).
+ *
+ * The program's clock is libncclsim-host.so's (ncclsim_clock_*, found with
+ * dlsym): calls charge it their host cost, waits move it to the modelled
+ * completion of what was waited for. Each stream has a timeline: an
+ * operation starts when the stream has finished the previous one and the
+ * host has submitted it, and ends when its modelled work is done (a copy's
+ * transfer, an NCCL kernel's last step). Without the host library, or with
+ * NCCLSIM_CLOCK unset, everything here is inert and time stays real. */
+#include <dlfcn.h>
+
+#include "internal.h"
+#include "timing.h"
+
+static struct {
+    bool on;
+    uint64_t (*now)(void);
+    uint64_t (*advance)(uint64_t);
+    uint64_t (*reach)(uint64_t);
+    void (*gpu_work)(long);
+} clk;
+static pthread_once_t clk_once = PTHREAD_ONCE_INIT;
+
+static void clk_load(void)
+{
+    bool (*modelled)(void) = (bool (*)(void))dlsym(RTLD_DEFAULT, "ncclsim_clock_modelled");
+    clk.now = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "ncclsim_clock_now");
+    clk.advance = (uint64_t (*)(uint64_t))dlsym(RTLD_DEFAULT, "ncclsim_clock_advance");
+    clk.reach = (uint64_t (*)(uint64_t))dlsym(RTLD_DEFAULT, "ncclsim_clock_reach");
+    clk.gpu_work = (void (*)(long))dlsym(RTLD_DEFAULT, "ncclsim_clock_gpu_work");
+    clk.on = modelled && clk.now && clk.advance && clk.reach && clk.gpu_work && modelled();
+}
+
+bool fc_time_modelled(void)
+{
+    pthread_once(&clk_once, clk_load);
+    return clk.on;
+}
+
+uint64_t fc_time_ns(double us) { return us > 0 ? (uint64_t)(us * 1000.0 + 0.5) : 0; }
+
+uint64_t fc_time_host_now(void) { return fc_time_modelled() ? clk.now() : 0; }
+
+void fc_time_host_charge(double us)
+{
+    if (fc_time_modelled()) clk.advance(fc_time_ns(us));
+}
+
+void fc_time_host_reach(uint64_t t)
+{
+    if (fc_time_modelled()) clk.reach(t);
+}
+
+void fc_time_gpu_work(long delta)
+{
+    if (fc_time_modelled()) clk.gpu_work(delta);
+}
+
+/* ---- the operation a stream is running (on the thread running it) ---- */
+
+static __thread struct {
+    uint64_t stream_done, submit, end;
+} op;
+
+void fc_time_op_begin(uint64_t stream_done, uint64_t submit)
+{
+    op.stream_done = stream_done;
+    op.submit = submit;
+    op.end = fc_time_op_start();
+}
+
+uint64_t fc_time_op_finish(void) { return op.end; }
+
+uint64_t fc_time_op_start(void) { return op.stream_done > op.submit ? op.stream_done : op.submit; }
+
+uint64_t fc_time_kernel_start(void)
+{
+    uint64_t after_prev = op.stream_done + fc_time_ns(fc_timing.gpu_kernel_gap_us);
+    uint64_t after_launch = op.submit + fc_time_ns(fc_timing.gpu_launch_latency_us);
+    return after_prev > after_launch ? after_prev : after_launch;
+}
+
+void fc_time_op_end(uint64_t t)
+{
+    if (t > op.end) op.end = t;
+}
+
+/* ---- copies ---- */
+
+/* GB/s of the PCIe link of the device behind a registered range. */
+static double pcie_gbps(CUdevice dev)
+{
+    const fc_platform *p = fc_platform_get();
+    const fc_gpu_model *m = p && dev >= 0 && dev < p->ngpus ? p->gpu[dev].model : NULL;
+    int gen = m ? m->pcie_gen : 4, width = m ? m->pcie_width : 16;
+    double lane = gen >= 5 ? fc_timing.pcie_gbps_per_lane_gen5
+                : gen == 4 ? fc_timing.pcie_gbps_per_lane_gen4
+                           : fc_timing.pcie_gbps_per_lane_gen3;
+    return lane * width * fc_timing.pcie_efficiency;
+}
+
+void fc_time_copy(const void *dst, const void *src, size_t bytes)
+{
+    if (!fc_time_modelled()) return;
+    fc_alloc d, s;
+    bool dev_d = fc_registry_find((uintptr_t)dst, &d) && d.kind != FC_MEM_HOST_ALLOC && d.kind != FC_MEM_HOST_REGISTERED;
+    bool dev_s = fc_registry_find((uintptr_t)src, &s) && s.kind != FC_MEM_HOST_ALLOC && s.kind != FC_MEM_HOST_REGISTERED;
+    /* device to device: HBM read and write; otherwise across PCIe (host to host: as fast as PCIe, a bound) */
+    double gbps = dev_d && dev_s ? fc_timing.hbm_gbps / 2 : pcie_gbps(dev_d ? d.device : dev_s ? s.device : 0);
+    fc_time_op_end(fc_time_op_start() + fc_time_ns(fc_timing.copy_latency_us) + (uint64_t)((double)bytes / gbps));
+}

@@ -1,0 +1,138 @@
+"""Modelled time (`launch --clock model`, fake_cuda/host/modelled_clock.c,
+fake_cuda/driver/modelled_time.c, fake_cuda/device/step_time.c).
+
+1. The program's clock, through NVIDIA's CUDA runtime with the host library
+   preloaded: copies take what the simulated PCIe link and HBM give (events
+   and the host clock agree), a sleep and a timed wait take exactly their
+   duration, a clock read its modelled cost.
+2. Code of the libraries that keep real time (NCCL's, the driver's) reads
+   the real clock in the same process.
+3. End to end on one 8 x H100 host: the probe's times follow the model's
+   invariants (time grows with size, bus bandwidth rises to a plateau no
+   higher than the links allow, NVLS above Ring), two runs give the same
+   modelled times, and more than one host is refused for now.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import ncclsim.paths
+from ncclsim.platform.models import GpuCatalog
+
+ROOT = Path(__file__).resolve().parents[1]
+CHECKS = ROOT / "tests" / "workloads" / "cudart_checks.py"
+TIMING = json.loads((ROOT / "ncclsim" / "platform" / "timing.json").read_text())["constants"]
+READ_S = 25e-9  # what one clock read costs (CLOCK_READ_NS in modelled_clock.c)
+
+
+def constant(name: str) -> float:
+    return TIMING[name]["value"]
+
+
+@pytest.fixture
+def modelled_env(clean_env: dict[str, str], lib_dir: Path) -> dict[str, str]:
+    env = dict(clean_env)
+    env["LD_LIBRARY_PATH"] = f"{lib_dir}:{ncclsim.paths.cudart_lib_dir()}"
+    env["LD_PRELOAD"] = str(lib_dir / "libncclsim-host.so")
+    env["NCCLSIM_CLOCK"] = "model"
+    env["NCCLSIM_LOG"] = "0"
+    return env
+
+
+def test_copies_sleeps_and_reads_take_their_modelled_time(modelled_env, catalog: GpuCatalog) -> None:
+    r = subprocess.run([sys.executable, str(CHECKS), "modelled_time"], env=modelled_env, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ", 1)[1])
+    size = 64 << 20
+    h100 = catalog.get("h100")
+    pcie = constant(f"pcie_gbps_per_lane_gen{h100.pcie_gen}") * h100.pcie_width * constant("pcie_efficiency")
+    want = {"h2d": constant("copy_latency_us") * 1e-6 + size / (pcie * 1e9),
+            "d2d": constant("copy_latency_us") * 1e-6 + size / (constant("hbm_gbps") / 2 * 1e9)}
+    call = constant("host_call_us") * 1e-6  # the copy starts once the host has submitted it
+    for name, seconds in want.items():
+        assert res[name]["event_ms"] / 1e3 == pytest.approx(seconds + call, abs=2e-7), (name, res)
+        # the host waited for the copy: its clock moved by the copy and the calls' host costs
+        assert 0 <= res[name]["host_s"] - seconds < 5e-6, (name, res)
+    assert 0.25 <= res["sleep_s"] < 0.25 + 1e-6, res  # the sleep and a few clock reads
+    assert res["read_s"] == pytest.approx(READ_S, abs=1e-10)
+    timed_out, waited = res["timed_wait"]
+    assert timed_out is False and 0.5 <= waited < 0.5 + 1e-6, res["timed_wait"]
+
+
+def test_libraries_that_keep_real_time(modelled_env, tmp_path: Path) -> None:
+    """A library named like NCCL's reads the real clock while the program's
+    clock stands still (nothing modelled happens)."""
+    src = tmp_path / "probe.c"
+    src.write_text(textwrap.dedent("""\
+        #include <time.h>
+        double real_now(void) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            return ts.tv_sec + ts.tv_nsec * 1e-9;
+        }
+        """))
+    lib = tmp_path / "libnccl-clockprobe.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+    script = textwrap.dedent(f"""\
+        import ctypes, json, time
+        probe = ctypes.CDLL({str(lib)!r})
+        probe.real_now.restype = ctypes.c_double
+        m0, r0 = time.perf_counter(), probe.real_now()
+        while probe.real_now() - r0 < 0.2:
+            pass
+        print(json.dumps({{"modelled": time.perf_counter() - m0, "real": probe.real_now() - r0}}))
+        """)
+    r = subprocess.run([sys.executable, "-c", script], env=modelled_env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout)
+    assert res["real"] >= 0.2 and res["modelled"] == pytest.approx(READ_S, abs=1e-10), res
+
+
+SIZES = [8, 65536, 1 << 20, 16 << 20, 64 << 20]
+ITERS = 5
+
+
+def _modelled_run(run_cli, tmp_path: Path, name: str) -> tuple[dict[int, float], dict]:
+    run, out = tmp_path / name, tmp_path / f"{name}.json"
+    proc = run_cli("launch", "--hosts", "1", "--gpus", "8", "--clock", "model", "--run-dir", str(run), "--timeout",
+                   "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce", "--sizes",
+                   ",".join(map(str, SIZES)), "--iters", str(ITERS), "--warmup", "2", "--json", str(out),
+                   timeout=700)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ops = json.loads(out.read_text())["operations"]
+    report = json.loads((run / "run.json").read_text())
+    return {o["size"]: o["seconds"] / ITERS for o in ops}, report
+
+
+@pytest.mark.e2e
+def test_one_host_follows_the_model(run_cli, tmp_path: Path) -> None:
+    seconds, report = _modelled_run(run_cli, tmp_path, "a")
+    algos = {t["bytes"]: t["algorithm"] for t in report["tuning"] if t["collective"] == "AllReduce"}
+    assert algos[65536] == "RING" and algos[64 << 20] == "NVLS", algos
+    times = [seconds[s] for s in SIZES]
+    assert times == sorted(times), seconds
+    busbw = {s: s / t * 2 * 7 / 8 / 1e9 for s, t in seconds.items()}
+    assert [busbw[s] for s in SIZES] == sorted(busbw[s] for s in SIZES), busbw
+    # A small AllReduce costs a kernel's start and 14 NVLink hops; microseconds, not the emulation's milliseconds.
+    assert 5e-6 < seconds[8] < 30e-6, seconds
+    # NVLS beats what a ring could (the 18 links' payload one way) and stays within what they carry
+    # both ways: each byte crosses once into the switch and once out.
+    links = 18 * constant("nvlink_gbps_per_link")
+    assert links * constant("nvlink_efficiency") < busbw[64 << 20] <= 2 * links, busbw
+    again, _ = _modelled_run(run_cli, tmp_path, "b")
+    assert again == seconds  # the model, not the emulation's speed, decides
+
+
+def test_modelled_time_is_one_host_for_now(run_cli, tmp_path: Path) -> None:
+    proc = run_cli("launch", "--hosts", "2", "--gpus", "1", "--clock", "model", "--run-dir", str(tmp_path / "r"),
+                   timeout=60)
+    assert proc.returncode == 2
+    assert "--clock model" in proc.stderr and "--hosts 1" in proc.stderr, proc.stderr
