@@ -59,6 +59,16 @@ static entry *find(uint64_t key, bool insert)
     return NULL;
 }
 
+uint64_t fc_board_reserve(uint64_t key, uint64_t ready, uint64_t busy)
+{
+    entry *e = find(key, true);
+    if (!e) return ready;
+    uint64_t free_at = __atomic_load_n(&e->t[0], __ATOMIC_ACQUIRE), start;
+    do start = free_at > ready ? free_at : ready;
+    while (!__atomic_compare_exchange_n(&e->t[0], &free_at, start + busy, true, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    return start;
+}
+
 uint64_t fc_board_get(uint64_t key, int which)
 {
     entry *e = find(key, false);

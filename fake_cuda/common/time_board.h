@@ -26,4 +26,10 @@ uint64_t fc_board_get(uint64_t key, int which);
  * time is lost: said once on stderr). */
 bool fc_board_put(uint64_t key, int which, uint64_t t);
 
+/* A resource several processes of the host share (a NIC) busy for `busy`
+ * from `ready` on, or from when it is next free: returns when the use
+ * starts, and the resource is free again at that start + busy. Uses are
+ * served in the order they are asked for. */
+uint64_t fc_board_reserve(uint64_t key, uint64_t ready, uint64_t busy);
+
 #endif

@@ -25,6 +25,7 @@
 
 #include "algorithms.h"
 #include "collective.h"
+#include "step_time.h"
 
 #define PAT_USED 1 /* a step the kernel runs; the others pad a round */
 #define MAX_DIMS 32
@@ -583,6 +584,13 @@ static void finish(pat_run *r, const pat_step *ps, pat_peer *R, pat_peer *S, int
     if (R && ps->postRecv) fc_prims_post(R->conn.head, R->step);
 }
 
+/* The modelled time of a step (step_time.h): the slots by their steps' starts. */
+static void time_step(pat_run *r, pat_peer *R, uint64_t rstep, pat_peer *S, uint64_t sstep, int n)
+{
+    fc_step_slot rs = {R ? (uintptr_t)slot(r, R, rstep, 0) : 0, NULL}, ss = {S ? (uintptr_t)slot(r, S, sstep, 0) : 0, NULL};
+    fc_step_time(&r->p, &rs, R ? 1 : 0, &ss, S ? 1 : 0, (int64_t)n * (int64_t)r->esz);
+}
+
 /* patReduce: the received partial sum (if any) plus this rank's data or what
  * the slot already holds, into the send slot or the output. */
 static void rs_step(pat_run *r, const pat_step *ps)
@@ -613,6 +621,7 @@ static void rs_step(pat_run *r, const pat_step *ps)
         srcs[nsrcs++] = fresh ? r->in + ps->inpIx * r->esz : dst;
     }
     fc_reduce(&r->p.op, dst, srcs, nsrcs, (size_t)n, false, false);
+    time_step(r, R, R ? R->step : 0, S, S ? S->step + (uint64_t)ps->stepOffset : 0, n);
     finish(r, ps, R, S, n, S, sendExtent, localExtent);
 }
 
@@ -643,6 +652,7 @@ static void ag_step(pat_run *r, const pat_step *ps)
         memcpy(slot(r, S, S->step, ps->sendOffset), src, (size_t)n * r->esz);
     }
     if (copy) memcpy(copy, src, (size_t)n * r->esz);
+    time_step(r, R, R ? R->step + (uint64_t)ps->stepOffset : 0, S, S ? S->step : 0, n);
     finish(r, ps, R, S, n, R, recvExtent, localExtent);
 }
 

@@ -103,6 +103,10 @@ int fc_sim_memory_where(uintptr_t addr, uint64_t *key)
     return a.home;
 }
 
+/* For the net plugin, which loads beside the driver: the same answer under a
+ * name of ncclsim's own (it finds it with dlsym on libcuda.so.1). */
+FC_API int ncclsim_memory_where(uintptr_t addr, uint64_t *key) { return fc_sim_memory_where(addr, key); }
+
 uint64_t fc_memory_key(uint64_t ino, uint64_t off)
 {
     /* inode (< 2^23) and offset (< 2^40): the same bytes, the same key, in every process */

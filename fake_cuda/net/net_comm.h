@@ -20,6 +20,7 @@ typedef struct fcn_frame {
     uint32_t magic;
     int32_t tag;
     uint64_t size;
+    uint64_t arrive; /* modelled time the message reaches the peer (net_time.h); 0: untimed */
 } fcn_frame;
 
 enum fcn_req_kind { FCN_REQ_FREE = 0, FCN_REQ_SEND, FCN_REQ_RECV, FCN_REQ_FLUSH };
@@ -32,6 +33,7 @@ typedef struct fcn_request {
     size_t size;   /* send: bytes to send; recv: capacity */
     int tag;
     size_t nbytes; /* bytes actually transferred, valid when done */
+    uint64_t arrive, sent; /* send: modelled arrival at the peer, and when the NIC has read the data */
 } fcn_request;
 
 enum fcn_comm_kind { FCN_SEND_COMM = 1, FCN_RECV_COMM = 2 };

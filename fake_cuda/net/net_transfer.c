@@ -18,6 +18,7 @@
 #include "log.h"
 #include "net_comm.h"
 #include "net_core.h"
+#include "net_time.h"
 
 #define FCN_MR_MAGIC 0x6e736d72u
 
@@ -105,7 +106,7 @@ static ncclResult_t progress_send(fcn_comm *c)
         if (c->wire_req != c->queue[0]) {
             c->wire_req = c->queue[0];
             c->wire_off = 0;
-            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size};
+            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size, .arrive = r->arrive};
         }
         size_t total = sizeof c->frame + r->size;
         while (c->wire_off < total) {
@@ -121,6 +122,7 @@ static ncclResult_t progress_send(fcn_comm *c)
             if (k < 0) return socket_error(c, "send", errno);
             c->wire_off += (size_t)k;
         }
+        fcn_time_sent(r->data, r->sent);
         complete(c, 0, r->size);
     }
     return ncclSuccess;
@@ -177,6 +179,7 @@ static ncclResult_t progress_recv(fcn_comm *c)
             if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection mid-message", 0);
             c->wire_off += (size_t)k;
         }
+        fcn_time_received(r->data, c->frame.arrive);
         complete(c, 0, c->frame.size);
         c->rx_state = FCN_RX_HEADER;
     }
@@ -219,6 +222,7 @@ static ncclResult_t post(fcn_comm *c, int kind, void *data, size_t size, int tag
         r->data = data;
         r->size = size;
         r->tag = tag;
+        if (kind == FCN_REQ_SEND) fcn_time_send(c->dev, data, size, &r->arrive, &r->sent);
         c->queue[c->nqueued++] = (int)(r - c->req);
         rc = progress(c);
         if (rc != ncclSuccess) r->kind = FCN_REQ_FREE; /* the caller gets the error, not r */

@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", choices=CLOCKS, default="wall",
                    help="the time the ranks' programs read: 'wall' (default: the emulation's own) or 'model' "
                         "(what the simulated cluster would take: clock reads, CUDA events and so nccl-tests' "
-                        "and the probe's times; one host for now)")
+                        "and the probe's times; not with --collnet yet)")
     p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",

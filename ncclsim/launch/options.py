@@ -49,9 +49,9 @@ class LaunchOptions:
             raise LaunchError(f"--gpus-per-process must be at least 1, got {self.gpus_per_process}")
         if self.clock not in CLOCKS:
             raise LaunchError(f"--clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
-        if self.clock == "model" and self.hosts > 1:
-            raise LaunchError("--clock model: modelled time covers one host for now (NVLink, PCIe and the "
-                              "GPUs' steps; not yet the network between hosts): use --hosts 1")
+        if self.clock == "model" and self.collnet:
+            raise LaunchError("--clock model does not model CollNet's in-network reductions yet: leave out "
+                              "--collnet (or use --clock wall)")
         if self.timeout < 0:
             raise LaunchError(f"--timeout must be 0 (none) or more seconds, got {self.timeout:g}")
         if self.command:

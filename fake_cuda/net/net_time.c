@@ -1,0 +1,65 @@
+/* Modelled time of the network's messages (net_time.h). */
+#include "net_time.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "platform.h"
+#include "time_board.h"
+#include "timing.h"
+
+static int (*memory_where)(uintptr_t addr, uint64_t *key); /* the driver's (libcuda.so.1) */
+static bool on;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void load(void)
+{
+    const char *c = getenv("NCCLSIM_CLOCK");
+    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (cuda) memory_where = (int (*)(uintptr_t, uint64_t *))dlsym(cuda, "ncclsim_memory_where");
+    on = c && !strcmp(c, "model") && memory_where;
+}
+
+bool fcn_time_on(void)
+{
+    pthread_once(&once, load);
+    return on;
+}
+
+static uint64_t key_of(const void *data)
+{
+    uint64_t key = 0;
+    memory_where((uintptr_t)data, &key);
+    return key;
+}
+
+static uint64_t ns(double us) { return (uint64_t)(us * 1000.0 + 0.5); }
+
+void fcn_time_send(int dev, const void *data, size_t size, uint64_t *arrive, uint64_t *sent)
+{
+    *arrive = *sent = 0;
+    if (!fcn_time_on()) return;
+    const fc_platform *p = fc_platform_get();
+    const fc_nic *nic = p && dev >= 0 && dev < p->nnics ? &p->nic[dev] : NULL;
+    double gbps = (nic ? nic->speed_mbps : 400000) / 8000.0 * fc_timing.nic_efficiency; /* Mb/s -> GB/s */
+    uint64_t ready = size ? fc_board_get(key_of(data), FC_BOARD_READY) : 0;
+    uint64_t busy = (uint64_t)((double)size / gbps);
+    /* the NIC's entry on the board: a key no memory has (memory keys are below 2^63) */
+    uint64_t start = fc_board_reserve((1ull << 63) | (1ull << 62) | (uint64_t)dev, ready, busy);
+    *sent = start + busy;
+    *arrive = *sent + ns(fc_timing.net_latency_us + (nic ? nic->latency_us : 0));
+}
+
+void fcn_time_sent(const void *data, uint64_t sent)
+{
+    if (fcn_time_on() && sent) fc_board_put(key_of(data), FC_BOARD_FREE, sent);
+}
+
+void fcn_time_received(const void *data, uint64_t arrive)
+{
+    if (!fcn_time_on() || !arrive) return;
+    uint64_t key = key_of(data), freed = fc_board_get(key, FC_BOARD_FREE);
+    fc_board_put(key, FC_BOARD_READY, arrive > freed ? arrive : freed);
+}

@@ -1,0 +1,26 @@
+/* Modelled time of the network's messages (NCCLSIM_CLOCK=model; see
+ * fake_cuda/common/time_board.h).
+ *
+ * A message leaves when its data is ready (the time the emulated kernel put
+ * beside it on the host's time board) and its NIC is free: the NIC is busy
+ * for the bytes at its line rate (all processes of a host share it through
+ * the board); it reaches the peer a network latency later, and its buffer
+ * there is ready no earlier than that and than the buffer was freed. The
+ * sender's buffer is free again once the NIC has read it. */
+#ifndef NCCLSIM_NET_TIME_H
+#define NCCLSIM_NET_TIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+bool fcn_time_on(void);
+/* A message of `size` bytes from `data` posted on NIC `dev`: when it arrives
+ * at the peer, and when the NIC has read the data. */
+void fcn_time_send(int dev, const void *data, size_t size, uint64_t *arrive, uint64_t *sent);
+/* The send completed: its buffer is free from `sent` on. */
+void fcn_time_sent(const void *data, uint64_t sent);
+/* A message that arrives at `arrive` was received into `data`. */
+void fcn_time_received(const void *data, uint64_t arrive);
+
+#endif
