@@ -30,14 +30,6 @@ static const fc_gpu *gpu_of(int dev)
     return pl && dev >= 0 && dev < pl->ngpus ? &pl->gpu[dev] : NULL;
 }
 
-static double pcie_gbps(const fc_gpu *g)
-{
-    int gen = g ? g->model->pcie_gen : 4, width = g ? g->model->pcie_width : 16;
-    double lane = gen >= 5 ? fc_timing.pcie_gbps_per_lane_gen5
-                : gen == 4 ? fc_timing.pcie_gbps_per_lane_gen4 : fc_timing.pcie_gbps_per_lane_gen3;
-    return lane * width * fc_timing.pcie_efficiency;
-}
-
 /* NVLink bandwidth from GPU a towards GPU b: the links between them, or
  * through NVSwitches every link a has to a switch; 0 when none. */
 static double nvlink_gbps(const fc_gpu *a, const fc_gpu *b)
@@ -103,12 +95,12 @@ void fc_step_time(fc_prims *p, const fc_step_slot *recv, int nrecv, const fc_ste
             nvlink_ns[is_recv ? 0 : 1] += wire * s->mc->n / (nvlink_gbps(me, me) * fc_timing.nvls_efficiency / nch);
             crossed = multicast = true;
         } else if (where == FC_WHERE_HOST) {
-            pcie_ns[dir] += wire / (pcie_gbps(me) / nch);
+            pcie_ns[dir] += wire / (fc_time_pcie_gbps(l->device) / nch);
             crossed = true;
         } else if (where >= 0 && where != l->device) {
             double nv = nvlink_gbps(me, gpu_of(where));
             if (nv > 0) nvlink_ns[dir] += wire / (nv / nch);
-            else pcie_ns[dir] += wire / (pcie_gbps(me) / nch);
+            else pcie_ns[dir] += wire / (fc_time_pcie_gbps(l->device) / nch);
             crossed = true;
         }
     }

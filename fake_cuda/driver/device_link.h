@@ -79,5 +79,7 @@ uint64_t fc_time_op_start(void);
 uint64_t fc_time_kernel_start(void);
 /* Inside a stream operation: it ends no earlier than t. */
 void fc_time_op_end(uint64_t t);
+/* GB/s of payload the PCIe link of device dev carries each way. */
+double fc_time_pcie_gbps(int dev);
 
 #endif

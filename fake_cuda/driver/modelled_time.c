@@ -87,8 +87,7 @@ void fc_time_op_end(uint64_t t)
 
 /* ---- copies ---- */
 
-/* GB/s of the PCIe link of the device behind a registered range. */
-static double pcie_gbps(CUdevice dev)
+double fc_time_pcie_gbps(int dev)
 {
     const fc_platform *p = fc_platform_get();
     const fc_gpu_model *m = p && dev >= 0 && dev < p->ngpus ? p->gpu[dev].model : NULL;
@@ -106,6 +105,6 @@ void fc_time_copy(const void *dst, const void *src, size_t bytes)
     bool dev_d = fc_registry_find((uintptr_t)dst, &d) && d.kind != FC_MEM_HOST_ALLOC && d.kind != FC_MEM_HOST_REGISTERED;
     bool dev_s = fc_registry_find((uintptr_t)src, &s) && s.kind != FC_MEM_HOST_ALLOC && s.kind != FC_MEM_HOST_REGISTERED;
     /* device to device: HBM read and write; otherwise across PCIe (host to host: as fast as PCIe, a bound) */
-    double gbps = dev_d && dev_s ? fc_timing.hbm_gbps / 2 : pcie_gbps(dev_d ? d.device : dev_s ? s.device : 0);
+    double gbps = dev_d && dev_s ? fc_timing.hbm_gbps / 2 : fc_time_pcie_gbps(dev_d ? d.device : dev_s ? s.device : 0);
     fc_time_op_end(fc_time_op_start() + fc_time_ns(fc_timing.copy_latency_us) + (uint64_t)((double)bytes / gbps));
 }

@@ -10,7 +10,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "interpose.h"
 
 static const char *simulated_name(void)
 {

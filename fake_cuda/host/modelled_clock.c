@@ -37,7 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "interpose.h"
 
 /* glibc declares some pointers nonnull; programs may pass NULL all the same,
  * and the real call then decides what happens. */
@@ -127,13 +127,6 @@ static bool real_time_caller(const void *ret)
 
 /* ---- the clocks ---- */
 
-#define REAL(name)                                                                         \
-    static __typeof__(name) *real_;                                                        \
-    __typeof__(name) *fn_ = __atomic_load_n(&real_, __ATOMIC_RELAXED);                     \
-    if (!fn_) {                                                                            \
-        fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                                 \
-        __atomic_store_n(&real_, fn_, __ATOMIC_RELAXED);                                   \
-    }
 
 static uint64_t real_ns(clockid_t id)
 {

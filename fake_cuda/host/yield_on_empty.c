@@ -12,7 +12,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "interpose.h"
 
 static void yield_if_empty(long r)
 {
@@ -23,14 +23,6 @@ static void yield_if_empty(long r)
     }
 }
 
-/* fn_: the next definition of `name` (libc's), looked up once. */
-#define REAL(name)                                                                         \
-    static __typeof__(name) *real_;                                                        \
-    __typeof__(name) *fn_ = __atomic_load_n(&real_, __ATOMIC_RELAXED);                     \
-    if (!fn_) {                                                                            \
-        fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                                 \
-        __atomic_store_n(&real_, fn_, __ATOMIC_RELAXED);                                   \
-    }
 
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {

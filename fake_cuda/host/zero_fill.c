@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#define EXPORT __attribute__((visibility("default")))
+#include "interpose.h"
 
 /* Below this a memset is cheaper than the system call, and no segment worth
  * the trouble is this small. */

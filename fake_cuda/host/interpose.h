@@ -1,0 +1,19 @@
+/* What the preloaded host library's replacements of libc functions share:
+ * exporting them, and reaching the definition they replace. */
+#ifndef NCCLSIM_HOST_INTERPOSE_H
+#define NCCLSIM_HOST_INTERPOSE_H
+
+#include <dlfcn.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* Declares fn_: the next definition of `name` (libc's), looked up once. */
+#define REAL(name)                                                                         \
+    static __typeof__(name) *real_;                                                        \
+    __typeof__(name) *fn_ = __atomic_load_n(&real_, __ATOMIC_RELAXED);                     \
+    if (!fn_) {                                                                            \
+        fn_ = (__typeof__(name) *)dlsym(RTLD_NEXT, #name);                                 \
+        __atomic_store_n(&real_, fn_, __ATOMIC_RELAXED);                                   \
+    }
+
+#endif
