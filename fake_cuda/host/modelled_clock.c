@@ -106,22 +106,22 @@ static bool real_time_library(const char *path)
     return false;
 }
 
-/* Verdicts by code page of the caller: 0 unknown, 1 real, 2 modelled. */
+/* Verdicts by code page of the caller, page << 2 | verdict (1 real, 2
+ * modelled) in one word, so that a reader never pairs one page with another's
+ * verdict; 0: none yet. */
 #define CALLERS 4096
-static _Atomic uintptr_t caller_page[CALLERS];
-static atomic_char caller_real[CALLERS];
+static _Atomic uint64_t callers[CALLERS];
 
 static bool real_time_caller(const void *ret)
 {
-    uintptr_t page = (uintptr_t)ret >> 12, slot = (page * 0x9e3779b97f4a7c15ull) >> 52;
-    if (atomic_load_explicit(&caller_page[slot], memory_order_acquire) == page)
-        return atomic_load_explicit(&caller_real[slot], memory_order_relaxed) == 1;
+    uint64_t page = (uintptr_t)ret >> 12, slot = (page * 0x9e3779b97f4a7c15ull) >> 52;
+    uint64_t seen = atomic_load_explicit(&callers[slot], memory_order_relaxed);
+    if (seen >> 2 == page && seen & 3) return (seen & 3) == 1;
     Dl_info info, mine;
     bool real = dladdr(ret, &info) && info.dli_fname &&
                 (real_time_library(info.dli_fname) || /* or this library's own code: */
                  (dladdr((void *)&real_time_caller, &mine) && mine.dli_fbase == info.dli_fbase));
-    atomic_store_explicit(&caller_real[slot], real ? 1 : 2, memory_order_relaxed);
-    atomic_store_explicit(&caller_page[slot], page, memory_order_release);
+    atomic_store_explicit(&callers[slot], page << 2 | (real ? 1u : 2u), memory_order_relaxed);
     return real;
 }
 
