@@ -132,9 +132,8 @@ static void rails_part(fc_coll *c, int role)
     int nHeads = ch->direct.nHeads, headRank = ch->direct.headRank;
     const int *others = &ch->direct.heads[1];
     int nothers = nHeads - 1;
-    fc_rails r;
-    if (!fc_rails_init(&r, c, nHeads)) return;
     fc_prims p;
+    fc_rails r;
     bool ok;
     /* AllGather: network send on connIndex 1, the rest on 0; ReduceScatter:
      * everything towards the network on 1, the result back on 0. */
@@ -151,10 +150,7 @@ static void rails_part(fc_coll *c, int role)
         ok = gather ? prims_of(c, &p, others, nothers, NULL, 0, 0) : prims_of(c, &p, NULL, 0, others, nothers, 1);
         break;
     }
-    if (!ok) {
-        fc_rails_fini(&r);
-        return;
-    }
+    if (!ok || !fc_rails_init(&r, c, nHeads)) return; /* the emulation failed: said why */
     while (fc_rails_next(&r)) {
         int64_t own, n;
         fc_rails_own(&r, &own, &n);

@@ -171,9 +171,8 @@ static void rails_role(fc_coll *c, int role)
 {
     const fc_nccl_channel *ch = c->ch;
     int nHeads = ch->nvls.nHeads;
-    fc_rails r;
-    if (!fc_rails_init(&r, c, nHeads)) return;
     fc_prims p;
+    fc_rails r;
     bool ok;
     switch (role) {
     case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
@@ -183,10 +182,7 @@ static void rails_role(fc_coll *c, int role)
     case BCAST: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break;
     default: ok = role_prims(c, &p, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break; /* REDUCE */
     }
-    if (!ok) {
-        fc_rails_fini(&r);
-        return;
-    }
+    if (!ok || !fc_rails_init(&r, c, nHeads)) return; /* the emulation failed: said why */
     while (fc_rails_next(&r)) {
         int64_t own, n;
         fc_rails_own(&r, &own, &n);

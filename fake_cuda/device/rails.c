@@ -7,7 +7,7 @@ bool fc_rails_init(fc_rails *r, fc_coll *c, int nRails)
 {
     const fc_nccl_launch *l = c->e->l;
     const fc_nccl_work *w = c->w;
-    *r = (fc_rails){.c = c, .nNodes = l->nNodes, .node = l->node, .nRails = nRails, .rank = l->rank,
+    *r = (fc_rails){.nNodes = l->nNodes, .node = l->node, .nRails = nRails, .rank = l->rank,
                     .count = (int64_t)w->coll.collnetCount, .chunk = (int64_t)w->coll.collnetChunkCount};
     int64_t nChannels = w->coll.channelHi - w->coll.channelLo + 1;
     r->first = (c->ch->id - w->coll.channelLo) * r->chunk;

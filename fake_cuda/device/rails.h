@@ -16,7 +16,6 @@
 #include "collective.h"
 
 typedef struct {
-    fc_coll *c;
     int nNodes, node, nRails, rank;
     int64_t count, chunk;     /* work->collnet: elements per rank, per window */
     int64_t first, stride;    /* this channel's first window, and the next one's distance */

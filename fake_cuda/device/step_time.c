@@ -32,7 +32,7 @@ static const fc_gpu *gpu_of(int dev)
 
 /* NVLink bandwidth from GPU a towards GPU b: the links between them, or
  * through NVSwitches every link a has to a switch; 0 when none. */
-static double nvlink_gbps(const fc_gpu *a, const fc_gpu *b)
+static double nvlink_gbps_of(const fc_gpu *a, const fc_gpu *b)
 {
     if (!a || !b) return 0;
     int direct = 0, other = 0;
@@ -52,7 +52,22 @@ static double nvlink_gbps(const fc_gpu *a, const fc_gpu *b)
     return links * fc_timing.nvlink_gbps_per_link * fc_timing.nvlink_efficiency;
 }
 
-/* The keys of a slot: itself, or each copy of a multicast one. */
+/* The same by ordinals, worked out once per pair (the platform does not change). */
+static double nvlink_gbps(int a, int b)
+{
+    static double known[FC_MAX_GPUS][FC_MAX_GPUS]; /* the rate + 1: 0 is "not yet" */
+    if (a < 0 || b < 0 || a >= FC_MAX_GPUS || b >= FC_MAX_GPUS) return 0;
+    double v;
+    __atomic_load(&known[a][b], &v, __ATOMIC_RELAXED);
+    if (v == 0) { /* racing threads compute the same value */
+        v = nvlink_gbps_of(gpu_of(a), gpu_of(b)) + 1;
+        __atomic_store(&known[a][b], &v, __ATOMIC_RELAXED);
+    }
+    return v - 1;
+}
+
+/* The keys of a slot: itself, or each copy of a multicast one (arithmetic
+ * on the view: no lookup). */
 static int slot_keys(const fc_step_slot *s, uint64_t *keys, int *where)
 {
     if (!s->mc) {
@@ -72,16 +87,17 @@ void fc_step_time(fc_prims *p, const fc_step_slot *recv, int nrecv, const fc_ste
     if (!p->e->timed) return;
     const fc_nccl_launch *l = p->e->l;
     uint64_t *now = fc_task_now(p->t), start = *now;
-    const fc_gpu *me = gpu_of(l->device);
     double wire = bytes > 0 ? (double)bytes / payload(p->proto) : 0, nch = l->nchannels > 0 ? l->nchannels : 1;
     /* link time by direction (0: out of this GPU, 1: into it); the two run at once */
     double nvlink_ns[2] = {0, 0}, pcie_ns[2] = {0, 0};
     bool crossed = false, multicast = false;
+    uint64_t single[2 * FC_PRIMS_MAX_PEERS]; /* a plain slot's key, for the second pass */
     for (int i = 0; i < nrecv + nsend; i++) {
         bool is_recv = i < nrecv;
         const fc_step_slot *s = is_recv ? &recv[i] : &send[i - nrecv];
         uint64_t keys[FC_MC_MAX_TEAM];
         int where, nkeys = slot_keys(s, keys, &where);
+        single[i] = s->mc ? 0 : keys[0];
         for (int k = 0; k < nkeys; k++) {
             uint64_t t = fc_board_get(keys[k], is_recv ? FC_BOARD_READY : FC_BOARD_FREE);
             if (t > start) start = t;
@@ -92,13 +108,14 @@ void fc_step_time(fc_prims *p, const fc_step_slot *recv, int nrecv, const fc_ste
              * port, a multicast store writes it into every member's: each
              * port carries the slot once for each of the team's heads, whose
              * flows share it. */
-            nvlink_ns[is_recv ? 0 : 1] += wire * s->mc->n / (nvlink_gbps(me, me) * fc_timing.nvls_efficiency / nch);
+            nvlink_ns[is_recv ? 0 : 1] +=
+                wire * s->mc->n / (nvlink_gbps(l->device, l->device) * fc_timing.nvls_efficiency / nch);
             crossed = multicast = true;
         } else if (where == FC_WHERE_HOST) {
             pcie_ns[dir] += wire / (fc_time_pcie_gbps(l->device) / nch);
             crossed = true;
         } else if (where >= 0 && where != l->device) {
-            double nv = nvlink_gbps(me, gpu_of(where));
+            double nv = nvlink_gbps(l->device, where);
             if (nv > 0) nvlink_ns[dir] += wire / (nv / nch);
             else pcie_ns[dir] += wire / (fc_time_pcie_gbps(l->device) / nch);
             crossed = true;
@@ -117,8 +134,9 @@ void fc_step_time(fc_prims *p, const fc_step_slot *recv, int nrecv, const fc_ste
     uint64_t end = start + (uint64_t)ns, seen = end + fc_time_ns(latency_us);
     for (int i = 0; i < nrecv + nsend; i++) {
         bool is_recv = i < nrecv;
+        const fc_step_slot *s = is_recv ? &recv[i] : &send[i - nrecv];
         uint64_t keys[FC_MC_MAX_TEAM];
-        int where, nkeys = slot_keys(is_recv ? &recv[i] : &send[i - nrecv], keys, &where);
+        int where, nkeys = s->mc ? slot_keys(s, keys, &where) : (keys[0] = single[i]) != 0;
         for (int k = 0; k < nkeys; k++) fc_board_put(keys[k], is_recv ? FC_BOARD_FREE : FC_BOARD_READY, seen);
     }
     *now = end;
