@@ -14,7 +14,7 @@ void fc_coll_part(const fc_coll *c, int64_t *count, int64_t *partOffset, int64_t
     const fc_nccl_work *w = c->w;
     int64_t eltPerGrain = grain(c->e->L, c->func->proto) / (int64_t)c->esz;
     int64_t nMid = (int64_t)w->coll.channelHi - w->coll.channelLo - 1;
-    *count = (int64_t)w->coll.countLo + (int64_t)w->coll.countMid * (nMid > 0 ? nMid : 0) + (int64_t)w->coll.countHi;
+    *count = fc_nccl_cbd_count(w);
     if (c->ch->id == w->coll.channelLo) {
         *partOffset = 0;
         *partCount = (int64_t)w->coll.countLo;

@@ -233,6 +233,15 @@ oom:
     return NULL;
 }
 
+int64_t fc_nccl_coll_count(const fc_nccl_launch *l, const fc_nccl_work *w, int algo)
+{
+    /* enqueue.cc: NVLS across hosts and CollNet fill `collnet`, the others `cbd` */
+    if (algo == FC_NCCL_ALGO_COLLNET_DIRECT || algo == FC_NCCL_ALGO_COLLNET_CHAIN ||
+        (algo == FC_NCCL_ALGO_NVLS && l->nNodes > 1))
+        return (int64_t)w->coll.collnetCount;
+    return fc_nccl_cbd_count(w);
+}
+
 void fc_nccl_launch_free(fc_nccl_launch *l)
 {
     if (!l) return;

@@ -109,6 +109,19 @@ void fc_nccl_launch_free(fc_nccl_launch *l);
  * follow from it. */
 void fc_nccl_launch_error(fc_nccl_launch *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The elements of a collective work item split across channels (`cbd`):
+ * countLo on channelLo, countMid on each channel between, countHi on channelHi. */
+static inline int64_t fc_nccl_cbd_count(const fc_nccl_work *w)
+{
+    int64_t nMid = (int64_t)w->coll.channelHi - w->coll.channelLo - 1;
+    return (int64_t)w->coll.countLo + (int64_t)w->coll.countMid * (nMid > 0 ? nMid : 0) + (int64_t)w->coll.countHi;
+}
+/* The elements of a collective work item as NCCL counts them (per rank:
+ * AllGather's send count, ReduceScatter's receive count): the count of the
+ * CollNet-style part for algorithms that use it (CollNet, NVLS across
+ * hosts), else the sum of the channels' parts. */
+int64_t fc_nccl_coll_count(const fc_nccl_launch *l, const fc_nccl_work *w, int algo);
+
 /* resolve.c: read the communicator, channels and connections (stream order). */
 void fc_nccl_resolve(fc_nccl_launch *l);
 /* Address of the ncclConnInfo send[connIndex] / recv[connIndex] towards

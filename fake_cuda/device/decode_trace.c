@@ -5,15 +5,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "names.h"
 #include "trace.h"
-
-#define FC_NCCL_NAME_(n) #n,
-static const char *const coll_names[] = {FC_NCCL_COLLS(FC_NCCL_NAME_)};
-static const char *const redop_names[] = {FC_NCCL_REDOPS(FC_NCCL_NAME_)};
-static const char *const type_names[] = {FC_NCCL_TYPES(FC_NCCL_NAME_)};
-static const char *const algo_names[] = {FC_NCCL_ALGOS(FC_NCCL_NAME_)};
-static const char *const proto_names[] = {FC_NCCL_PROTOS(FC_NCCL_NAME_)};
-#undef FC_NCCL_NAME_
 
 /* The trace's argument text is limited (trace.c cuts at 1 KiB, which would
  * break the JSON): pieces that would not fit are left out whole. */
@@ -43,8 +36,6 @@ static bool add(struct text *t, size_t limit, const char *fmt, ...)
 #define ADD(t, ...) add(t, TEXT_ROOM, __VA_ARGS__)
 #define CLOSE(t, ...) add(t, sizeof (t)->buf, __VA_ARGS__)
 
-static const char *name_of(const char *const *names, int n, int i) { return i >= 0 && i < n ? names[i] : ""; }
-
 /* One "nccl_launch" event per decoded launch: release, kernel, grid, channel
  * mask, work storage, rank/nranks/nnodes, counts of batches, works and
  * connections (conns_bad: not in simulated memory), the first problem found;
@@ -64,11 +55,8 @@ void fc_nccl_trace_launch(const fc_nccl_launch *l)
     if (first && first->func) {
         const fc_nccl_func *f = first->func;
         ADD(&t, ",\"func\":\"%s\",\"coll\":\"%s\",\"redop\":\"%s\",\"type\":\"%s\",\"algo\":\"%s\",\"proto\":\"%s\"",
-            f->name, name_of(coll_names, FC_NCCL_NUM_COLLS, f->coll),
-            name_of(redop_names, FC_NCCL_NUM_REDOPS, f->redop),
-            name_of(type_names, FC_NCCL_NUM_TYPES, f->type),
-            name_of(algo_names, FC_NCCL_NUM_ALGOS, f->algo),
-            name_of(proto_names, FC_NCCL_NUM_PROTOS, f->proto));
+            f->name, fc_nccl_coll_name(f->coll), fc_nccl_redop_name(f->redop), fc_nccl_type_name(f->type),
+            fc_nccl_algo_name(f->algo), fc_nccl_proto_name(f->proto));
     }
     /* every distinct funcId, in order of first use */
     bool open = ADD(&t, ",\"funcIds\":[");
@@ -82,9 +70,7 @@ void fc_nccl_trace_launch(const fc_nccl_launch *l)
     for (int i = 0; i < l->nworks; i++) {
         const fc_nccl_work *w = &l->works[i];
         if (w->type != FC_NCCL_WORK_COLL && w->type != FC_NCCL_WORK_COLLREG) continue;
-        long mid = (long)w->coll.channelHi - w->coll.channelLo - 1;
-        unsigned long long count = w->coll.countLo + w->coll.countMid * (unsigned long long)(mid > 0 ? mid : 0) +
-                                   w->coll.countHi;
+        unsigned long long count = (unsigned long long)fc_nccl_cbd_count(w);
         ADD(&t, ",\"count\":%llu,\"root\":%u,\"channels\":[%u,%u],\"nwarps\":%u", count, w->coll.root,
             w->coll.channelLo, w->coll.channelHi, w->coll.nWarps);
         break;

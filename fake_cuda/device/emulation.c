@@ -10,7 +10,9 @@
 #include "algorithms.h"
 #include "device_link.h"
 #include "log.h"
+#include "payload.h"
 #include "tasks.h"
+#include "timeline.h"
 
 void fc_emu_fail(fc_emu *e, const char *fmt, ...)
 {
@@ -76,13 +78,17 @@ void fc_emu_run(fc_nccl_launch *l)
         fc_emu_fail(&e, "out of memory");
     } else {
         e.timed = fc_time_modelled();
-        fc_sched_set_start(sched, fc_time_kernel_start());
+        e.no_payload = fc_no_payload();
+        uint64_t start = fc_time_kernel_start();
+        fc_sched_set_start(sched, start);
         for (int i = 0; i < l->nchannels; i++) {
             flows[i] = (channel_flow){&e, &l->channels[i]};
             if (!fc_task_spawn(sched, NULL, run_channel, &flows[i])) fc_emu_fail(&e, "out of memory");
         }
         if (!fc_emu_failed(&e)) fc_sched_run(sched);
-        fc_time_op_end(fc_sched_end(sched)); /* the kernel ends with its last channel */
+        uint64_t end = fc_sched_end(sched); /* the kernel ends with its last channel */
+        fc_time_op_end(end);
+        if (e.timed && !fc_emu_failed(&e)) fc_timeline_kernel(l, start, end);
     }
     fc_sched_free(sched);
     free(flows);

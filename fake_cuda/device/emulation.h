@@ -16,6 +16,7 @@ struct fc_emu {
     const fc_nccl_layout *L;
     volatile uint32_t *abortFlag;
     bool timed; /* modelled time: each step costs what it would on the simulated hardware */
+    bool no_payload; /* steps move no data (payload.h) */
     char error[300]; /* first failure; a failed emulation stops */
 };
 typedef struct fc_emu fc_emu;

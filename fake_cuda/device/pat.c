@@ -587,7 +587,8 @@ static void finish(pat_run *r, const pat_step *ps, pat_peer *R, pat_peer *S, int
 /* The modelled time of a step (step_time.h): the slots by their steps' starts. */
 static void time_step(pat_run *r, pat_peer *R, uint64_t rstep, pat_peer *S, uint64_t sstep, int n)
 {
-    fc_step_slot rs = {R ? (uintptr_t)slot(r, R, rstep, 0) : 0, NULL}, ss = {S ? (uintptr_t)slot(r, S, sstep, 0) : 0, NULL};
+    fc_step_slot rs = {R ? (uintptr_t)slot(r, R, rstep, 0) : 0, NULL, R ? R->conn.peer : -1},
+                 ss = {S ? (uintptr_t)slot(r, S, sstep, 0) : 0, NULL, S ? S->conn.peer : -1};
     fc_step_time(&r->p, &rs, R ? 1 : 0, &ss, S ? 1 : 0, (int64_t)n * (int64_t)r->esz);
 }
 
@@ -620,7 +621,7 @@ static void rs_step(pat_run *r, const pat_step *ps)
         if (fresh) localExtent = (uint64_t)ps->outIx + (uint64_t)n;
         srcs[nsrcs++] = fresh ? r->in + ps->inpIx * r->esz : dst;
     }
-    fc_reduce(&r->p.op, dst, srcs, nsrcs, (size_t)n, false, false);
+    if (!r->p.e->no_payload) fc_reduce(&r->p.op, dst, srcs, nsrcs, (size_t)n, false, false);
     time_step(r, R, R ? R->step : 0, S, S ? S->step + (uint64_t)ps->stepOffset : 0, n);
     finish(r, ps, R, S, n, S, sendExtent, localExtent);
 }
@@ -649,9 +650,9 @@ static void ag_step(pat_run *r, const pat_step *ps)
     if (copy == src) copy = NULL; /* in place */
     if (S) {
         if (!fc_prims_conn_wait(&r->p, &S->conn, true, S->step + 1)) return;
-        memcpy(slot(r, S, S->step, ps->sendOffset), src, (size_t)n * r->esz);
+        if (!r->p.e->no_payload) memcpy(slot(r, S, S->step, ps->sendOffset), src, (size_t)n * r->esz);
     }
-    if (copy) memcpy(copy, src, (size_t)n * r->esz);
+    if (copy && !r->p.e->no_payload) memcpy(copy, src, (size_t)n * r->esz);
     time_step(r, R, R ? R->step + (uint64_t)ps->stepOffset : 0, S, S ? S->step : 0, n);
     finish(r, ps, R, S, n, R, recvExtent, localExtent);
 }

@@ -118,8 +118,10 @@ static void time_step(fc_prims *p, bool recv, bool send, int64_t bytes)
     if (!p->e->timed) return;
     fc_step_slot r[FC_PRIMS_MAX_PEERS], s[FC_PRIMS_MAX_PEERS];
     int nr = recv ? p->nrecv : 0, ns = send ? p->nsend : 0;
-    for (int i = 0; i < nr; i++) r[i] = (fc_step_slot){slot_at(p, &p->recv[i], p->rstep[i]), p->recv[i].mc};
-    for (int i = 0; i < ns; i++) s[i] = (fc_step_slot){slot_at(p, &p->send[i], p->sstep[i]), p->send[i].mc};
+    for (int i = 0; i < nr; i++)
+        r[i] = (fc_step_slot){slot_at(p, &p->recv[i], p->rstep[i]), p->recv[i].mc, p->recv[i].peer};
+    for (int i = 0; i < ns; i++)
+        s[i] = (fc_step_slot){slot_at(p, &p->send[i], p->sstep[i]), p->send[i].mc, p->send[i].peer};
     fc_step_time(p, r, nr, s, ns, bytes);
 }
 
@@ -181,6 +183,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->e = e;
     p->t = t;
     p->who = who;
+    p->channel = ch ? ch->id : -1;
     p->proto = cfg->proto;
     p->op = op;
     p->esz = fc_nccl_type_size(op.type);
@@ -268,7 +271,7 @@ static bool wait_send(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_
 static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int ndsts, size_t n, bool pre,
                     bool post)
 {
-    if (!n || !nsrcs || !ndsts) return;
+    if (!n || !nsrcs || !ndsts || p->e->no_payload) return;
     fc_reduce(&p->op, dsts[0], srcs, nsrcs, n, pre, post);
     for (int i = 1; i < ndsts; i++) memcpy(dsts[i], dsts[0], n * p->esz);
     fc_task_progress(p->t);
@@ -318,7 +321,7 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 if (!wait_recv(p, i, p->rstep[i] + (uint64_t)sps)) return;
                 if (p->e->L->SIMPLE_RECV_SETS_FIFO_SIZE) fc_prims_conn_set_size(p, &p->recv[i], p->rstep[i], n * (int64_t)p->esz);
                 char *slot = simple_slot(p, &p->recv[i], p->rstep[i]);
-                if (!p->recv[i].mc) {
+                if (!p->recv[i].mc || p->e->no_payload) {
                     srcs[nsrcs++] = slot;
                     continue;
                 }
@@ -440,7 +443,7 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
             return;
         }
         char *at = c->mc ? staged + (size_t)i * bytes : slot;
-        if (i < nrecv && c->mc) { /* multimem.ld_reduce */
+        if (i < nrecv && c->mc && !p->e->no_payload) { /* multimem.ld_reduce */
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, slot, copies);
             fc_reduce_multimem(&p->op, at, (const void *const *)copies, ncopies, bytes / p->esz);
@@ -451,7 +454,7 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
     fn(p, ctx, srcs, nrecv, dsts, nsend);
     for (int i = 0; i < nsend; i++) {
         fc_conn *c = &p->send[i];
-        if (c->mc) { /* multimem.st */
+        if (c->mc && !p->e->no_payload) { /* multimem.st */
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, simple_slot(p, c, p->sstep[i]), copies);
             for (int k = 0; k < ncopies; k++) memcpy(copies[k], dsts[i], bytes);
@@ -522,15 +525,18 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
     uint64_t *result = tmp, *mine = tmp + nlines;
     const void *srcs[2 + FC_PRIMS_MAX_PEERS];
     int nsrcs = 0;
-    if (src != FC_BUF_NONE) {
+    bool data = !p->e->no_payload; /* else the lines carry zeros and their flags */
+    if (src != FC_BUF_NONE && data) {
         take_source(p, mine, bytes, src, srcIx, nelem);
         srcs[nsrcs++] = mine;
     }
+    if (!data) memset(result, 0, bytes);
     if (recv)
         for (int i = 0; i < p->nrecv; i++) {
             ll_line *lines = ll_slot(p, &p->recv[i], p->rstep[i]);
             uint32_t flag = (uint32_t)(p->rstep[i] + 1);
             if (!ll_wait_lines(p, i, lines, nlines, flag)) return;
+            if (!data) continue;
             uint64_t *w = tmp + nlines * (size_t)(2 + i);
             for (size_t j = 0; j < nlines; j++) w[j] = lines[j].data1 | (uint64_t)lines[j].data2 << 32;
             srcs[nsrcs++] = w;
@@ -547,7 +553,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
             if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
                 for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
         }
-    if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
+    if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
         for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, ++p->rstep[i]);
     if (send)
@@ -601,7 +607,8 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
     uint64_t *result = tmp, *mine = tmp + dataWords;
     const void *srcs[2 + FC_PRIMS_MAX_PEERS];
     int nsrcs = 0;
-    if (src != FC_BUF_NONE) {
+    bool data = !p->e->no_payload; /* else only the lines' flags are written */
+    if (src != FC_BUF_NONE && data) {
         take_source(p, mine, dataWords * 8, src, srcIx, nelem);
         srcs[nsrcs++] = mine;
     }
@@ -609,6 +616,7 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
         for (int i = 0; i < p->nrecv; i++) {
             volatile uint64_t *words = ll128_slot(p, &p->recv[i], p->rstep[i]);
             if (!ll128_wait_lines(p, i, words, nlines, p->rstep[i] + 1)) return;
+            if (!data) continue;
             uint64_t *w = tmp + dataWords * (size_t)(2 + i);
             for (size_t j = 0; j < nlines; j++)
                 memcpy(w + j * (LL128_LINE_WORDS - 1), (const void *)(words + j * LL128_LINE_WORDS),
@@ -622,12 +630,13 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
             volatile uint64_t *words = ll128_slot(p, &p->send[i], p->sstep[i]);
             uint64_t flag = p->sstep[i] + 1;
             for (size_t j = 0; j < nlines; j++) {
-                memcpy((void *)(words + j * LL128_LINE_WORDS), result + j * (LL128_LINE_WORDS - 1),
-                       (LL128_LINE_WORDS - 1) * 8);
+                if (data)
+                    memcpy((void *)(words + j * LL128_LINE_WORDS), result + j * (LL128_LINE_WORDS - 1),
+                           (LL128_LINE_WORDS - 1) * 8);
                 fc_prims_post(&words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1], flag);
             }
         }
-    if (dst != FC_BUF_NONE) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
+    if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
         for (int i = 0; i < p->nsend; i++) {
             p->sstep[i]++;

@@ -48,6 +48,7 @@ typedef struct {
     fc_emu *e;
     fc_task *t;
     const char *who;  /* "rank 3 channel 2 AllReduce RING SIMPLE", for stall reports */
+    int channel;      /* its block's channel (-1: none) */
     int proto;
     fc_redop op;
     size_t esz;

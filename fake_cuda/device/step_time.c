@@ -4,6 +4,7 @@
 #include "emulation.h"
 #include "platform.h"
 #include "time_board.h"
+#include "timeline.h"
 #include "timing.h"
 
 static double payload(int proto)
@@ -140,4 +141,10 @@ void fc_step_time(fc_prims *p, const fc_step_slot *recv, int nrecv, const fc_ste
         for (int k = 0; k < nkeys; k++) fc_board_put(keys[k], is_recv ? FC_BOARD_FREE : FC_BOARD_READY, seen);
     }
     *now = end;
+    if (fc_timeline_steps()) {
+        int from[FC_PRIMS_MAX_PEERS], to[FC_PRIMS_MAX_PEERS];
+        for (int i = 0; i < nrecv; i++) from[i] = recv[i].peer;
+        for (int i = 0; i < nsend; i++) to[i] = send[i].peer;
+        fc_timeline_step(l, p->channel, p->proto, from, nrecv, to, nsend, start, end, bytes);
+    }
 }

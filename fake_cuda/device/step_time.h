@@ -23,6 +23,7 @@
 typedef struct {
     uintptr_t at;
     const fc_mc_view *mc;
+    int peer; /* the connection's peer, for the timeline */
 } fc_step_slot;
 
 /* One step of p moving `bytes` of payload through each slot it reads (recv)

@@ -16,6 +16,7 @@
 
 #include "collnet.h"
 #include "net_core.h"
+#include "payload.h"
 #include "platform.h"
 #include "reduce.h"
 
@@ -338,7 +339,7 @@ ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
     }
     *done = q->pending == 0;
     if (!*done) return ncclSuccess;
-    if (q->kind != COLL_ALLGATHER && q->count) {
+    if (q->kind != COLL_ALLGATHER && q->count && !fc_no_payload()) {
         /* Every member reduces the members' data in rank order: the same bits everywhere. */
         const void **srcs = malloc((size_t)q->c->nranks * sizeof *srcs);
         if (!srcs) return ncclSystemError;

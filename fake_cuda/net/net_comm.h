@@ -21,6 +21,8 @@ typedef struct fcn_frame {
     int32_t tag;
     uint64_t size;
     uint64_t arrive; /* modelled time the message reaches the peer (net_time.h); 0: untimed */
+    uint64_t wire;   /* bytes that follow: size, or the packed runs of a message without payload (net_sparse.h) */
+    uint64_t packed; /* 1: the bytes are packed runs */
 } fcn_frame;
 
 enum fcn_req_kind { FCN_REQ_FREE = 0, FCN_REQ_SEND, FCN_REQ_RECV, FCN_REQ_FLUSH };
@@ -57,6 +59,9 @@ typedef struct fcn_comm {
     int wire_req;
     size_t wire_off;
     fcn_frame frame; /* header being sent or received */
+    const char *wire_data; /* send: the bytes after the header (the request's, or `packed`) */
+    char *packed;          /* a message without payload, packed (send) or as received (recv) */
+    size_t packed_cap;
     int rx_state;
     uint64_t nmsgs;  /* messages completed, for logs */
 } fcn_comm;

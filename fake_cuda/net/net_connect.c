@@ -110,6 +110,7 @@ static fcn_comm *comm_new(int kind, int fd, int dev)
 
 static void comm_free(fcn_comm *c)
 {
+    free(c->packed);
     if (c->fd >= 0) close(c->fd);
     pthread_mutex_destroy(&c->lock);
     c->magic = 0;

@@ -1,7 +1,9 @@
 /* Messages over a connected comm: memory registration, isend/irecv/iflush
  * and test, which progresses the comm.
  *
- * Wire format: per message a fcn_frame {magic, tag, size} then size bytes.
+ * Wire format: per message a fcn_frame {magic, tag, size, arrive, wire,
+ * packed} then `wire` bytes: the message, or without payload its packed
+ * non-zero words (net_sparse.h).
  * A send comm transmits its posted sends in posting order. A recv comm reads
  * a frame header only while a receive is posted, then gives the message to
  * the oldest posted receive with the same tag (NCCL posts receives in the
@@ -18,6 +20,8 @@
 #include "log.h"
 #include "net_comm.h"
 #include "net_core.h"
+#include "net_sparse.h"
+#include "payload.h"
 #include "net_time.h"
 
 #define FCN_MR_MAGIC 0x6e736d72u
@@ -106,16 +110,25 @@ static ncclResult_t progress_send(fcn_comm *c)
         if (c->wire_req != c->queue[0]) {
             c->wire_req = c->queue[0];
             c->wire_off = 0;
-            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size, .arrive = r->arrive};
+            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size, .arrive = r->arrive,
+                                   .wire = r->size};
+            c->wire_data = r->data;
+            if (fc_no_payload()) {
+                size_t len = fcn_sparse_pack(r->data, r->size, &c->packed, &c->packed_cap);
+                if (len == (size_t)-1) return fail(c, ncclSystemError, "out of memory", 0);
+                c->frame.wire = len;
+                c->frame.packed = 1;
+                c->wire_data = c->packed;
+            }
         }
-        size_t total = sizeof c->frame + r->size;
+        size_t total = sizeof c->frame + c->frame.wire;
         while (c->wire_off < total) {
             struct iovec iov[2];
             int n = 0;
             if (c->wire_off < sizeof c->frame)
                 iov[n++] = (struct iovec){(char *)&c->frame + c->wire_off, sizeof c->frame - c->wire_off};
             size_t done = c->wire_off > sizeof c->frame ? c->wire_off - sizeof c->frame : 0;
-            if (done < r->size) iov[n++] = (struct iovec){r->data + done, r->size - done};
+            if (done < c->frame.wire) iov[n++] = (struct iovec){(char *)c->wire_data + done, c->frame.wire - done};
             struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)n};
             ssize_t k = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
             if (k < 0 && would_block()) return ncclSuccess;
@@ -148,7 +161,7 @@ static ncclResult_t progress_recv(fcn_comm *c)
                 if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection", 0);
                 c->wire_off += (size_t)k;
             }
-            if (c->frame.magic != FCN_FRAME_MAGIC)
+            if (c->frame.magic != FCN_FRAME_MAGIC || (!c->frame.packed && c->frame.wire != c->frame.size))
                 return fail(c, ncclInternalError, "corrupt message header", 0);
             c->rx_state = FCN_RX_MATCH;
         }
@@ -170,15 +183,23 @@ static ncclResult_t progress_recv(fcn_comm *c)
             c->rx_state = FCN_RX_PAYLOAD;
         }
         fcn_request *r = &c->req[c->wire_req];
-        size_t total = sizeof c->frame + c->frame.size;
+        size_t total = sizeof c->frame + c->frame.wire;
+        char *into = r->data;
+        if (c->frame.packed) { /* the runs first, then into the buffer */
+            if (!fcn_sparse_room(&c->packed, &c->packed_cap, c->frame.wire))
+                return fail(c, ncclSystemError, "out of memory", 0);
+            into = c->packed;
+        }
         while (c->wire_off < total) {
             size_t done = c->wire_off - sizeof c->frame;
-            ssize_t k = recv(c->fd, r->data + done, total - c->wire_off, MSG_DONTWAIT);
+            ssize_t k = recv(c->fd, into + done, total - c->wire_off, MSG_DONTWAIT);
             if (k < 0 && would_block()) return ncclSuccess;
             if (k < 0) return socket_error(c, "receive", errno);
             if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection mid-message", 0);
             c->wire_off += (size_t)k;
         }
+        if (c->frame.packed && !fcn_sparse_unpack(c->packed, c->frame.wire, r->data, c->frame.size))
+            return fail(c, ncclInternalError, "corrupt message without payload", 0);
         fcn_time_received(r->data, c->frame.arrive);
         complete(c, 0, c->frame.size);
         c->rx_state = FCN_RX_HEADER;
