@@ -4,6 +4,8 @@ topo generate) and readers (report, sweep, pictures, import) use it.
 
     launch.json          what was launched and how each rank ended
     run.json             the report (ncclsim report)
+    timeline.json        the ranks' modelled timelines merged, a Chrome trace
+                         (--clock model; written with the report)
     rank.sh              the per-rank wrapper mpiexec starts
     mpi-nodes            MPI's nodes on this machine: one per simulated host
     mpiexec.log          mpiexec's own output
@@ -13,7 +15,8 @@ topo generate) and readers (report, sweep, pictures, import) use it.
     graph-dump.xml       NCCL's rings/trees graphs (rank 0)
     hosts/h<i>/          per simulated host: platform.conf, topo.xml, env
     ranks/<r>/           per launched rank: stdout, stderr, nccl.<pid>.log
-                         (one per NCCL process), machine, pid, exit
+                         and with --clock model timeline.<pid>.jsonl (one
+                         per NCCL process), machine, pid, exit
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ncclsim import NcclsimError
 
 LAUNCH_JSON = "launch.json"
 RUN_JSON = "run.json"
+TIMELINE_JSON = "timeline.json"
 RANK_SCRIPT = "rank.sh"
 MPI_NODES = "mpi-nodes"
 MPIEXEC_LOG = "mpiexec.log"
@@ -127,6 +131,14 @@ class RankFiles:
     def nccl_logs(self) -> list[Path]:
         return sorted(self.directory.glob("nccl.*.log"))
 
+    @property
+    def timeline(self) -> str:
+        """NCCLSIM_TIMELINE: the driver puts its pid for %p, one file per NCCL process."""
+        return str(self.directory / "timeline.%p.jsonl")
+
+    def timelines(self) -> list[Path]:
+        return sorted(self.directory.glob("timeline.*.jsonl"))
+
     def status(self) -> Optional[int]:
         """The exit status, once the rank has ended (None while it runs)."""
         try:
@@ -159,6 +171,10 @@ class RunDir:
     @property
     def run_json(self) -> Path:
         return self.root / RUN_JSON
+
+    @property
+    def timeline_json(self) -> Path:
+        return self.root / TIMELINE_JSON
 
     @property
     def rank_script(self) -> Path:
@@ -197,6 +213,13 @@ class RunDir:
 
     def rank(self, rank: Index) -> RankFiles:
         return RankFiles(self.root / RANKS / str(rank))
+
+    def rank_numbers(self) -> list[int]:
+        """The launched ranks that have a directory, in order."""
+        try:
+            return sorted(int(d.name) for d in (self.root / RANKS).iterdir() if d.name.isdigit() and d.is_dir())
+        except OSError:
+            return []
 
     def is_launch_run(self) -> bool:
         """Written by `ncclsim launch` (rather than NCCL output of another launcher)."""

@@ -244,6 +244,38 @@ def pattern(seed: int, n: int) -> bytes:
     return (block * (n // len(block) + 1))[:n]
 
 
+def sparse(data: bytes) -> bytes:
+    """What a message without payload holds (NCCLSIM_NO_PAYLOAD): zeros but
+    one 8-byte word in three (as LL128's flags; an odd tail stays)."""
+    words = bytearray(data)
+    for at in range(0, len(words) - len(words) % 8, 8):
+        if at // 8 % 3:
+            words[at:at + 8] = bytes(8)
+    return bytes(words)
+
+
+NO_PAYLOAD = os.environ.get("NCCLSIM_NO_PAYLOAD") == "1"
+STALE = 0xAA  # what a receive buffer holds before the message
+
+
+def message(seed: int, n: int) -> bytes:
+    return sparse(pattern(seed, n)) if NO_PAYLOAD else pattern(seed, n)
+
+
+def received(seed: int, n: int, room: int) -> bytes:
+    """A receive buffer of `room` bytes after the message: without payload
+    only its non-zero words were written, the rest is as it was."""
+    data = message(seed, n)
+    if not NO_PAYLOAD:
+        return data + bytes(room - n)
+    out = bytearray([STALE]) * room
+    for at in range(0, n, 8):
+        word = data[at:at + 8]  # the last one may be short
+        if any(word):
+            out[at:at + len(word)] = word
+    return bytes(out)
+
+
 def say(*words: object) -> None:
     print(*words, flush=True)
 
@@ -276,12 +308,15 @@ def harness_peer(path: str, version: int, role: str) -> None:
     # Receives posted in reverse tag order, into buffers larger than the
     # messages: tags decide the match and the real size is reported.
     rbufs = {i: net.ffi.new("char[]", n + 16) for i, n in enumerate(SIZES)}
+    if NO_PAYLOAD:
+        for buf in rbufs.values():
+            net.ffi.memmove(buf, bytes([STALE]) * len(buf), len(buf))
     pending = {}
     for i in reversed(range(len(SIZES))):
         req = net.irecv(recv, rbufs[i], SIZES[i] + 16, tag=i)
         assert req is not None
         pending[("recv", i)] = req
-    sbufs = {i: net.ffi.from_buffer("char[]", pattern(me, n) or b"\0") for i, n in enumerate(SIZES)}
+    sbufs = {i: net.ffi.from_buffer("char[]", message(me, n) or b"\0") for i, n in enumerate(SIZES)}
     for i, n in enumerate(SIZES):
         req = net.isend(send, sbufs[i], n, tag=i)
         assert req is not None
@@ -300,7 +335,7 @@ def harness_peer(path: str, version: int, role: str) -> None:
         if time.monotonic() > deadline:
             raise RuntimeError(f"transfers did not finish: {sorted(pending)}")
     for i, n in enumerate(SIZES):
-        if net.ffi.buffer(rbufs[i], n)[:] != pattern(1 - me, n):
+        if net.ffi.buffer(rbufs[i], n + 16)[:] != received(1 - me, n, n + 16):
             raise RuntimeError(f"message {i} ({n} bytes): wrong bytes")
     say("EXCHANGED", len(SIZES))
 
@@ -537,10 +572,12 @@ def send_line(proc: subprocess.Popen, line: str) -> None:
     proc.stdin.flush()
 
 
-@pytest.mark.parametrize("version", [5, 12])  # int sizes / size_t sizes and contexts
-def test_two_processes_exchange_messages(version: int, harness_env: dict[str, str]) -> None:
+@pytest.mark.parametrize("version, payload", [(5, "1"), (12, "1"),  # int sizes / size_t sizes and contexts
+                                              (12, "0")])  # without payload: the non-zero words travel
+def test_two_processes_exchange_messages(version: int, payload: str, harness_env: dict[str, str]) -> None:
+    env = {**harness_env, "NCCLSIM_NO_PAYLOAD": "0" if payload == "1" else "1"}
     peers = {role: subprocess.Popen([sys.executable, str(HARNESS), "peer", str(version), role],
-                                    env=harness_env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, bufsize=0)
              for role in ("a", "b")}
     a, b = peers["a"], peers["b"]

@@ -29,7 +29,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", choices=CLOCKS, default="wall",
                    help="the time the ranks' programs read: 'wall' (default: the emulation's own) or 'model' "
                         "(what the simulated cluster would take: clock reads, CUDA events and so nccl-tests' "
-                        "and the probe's times; not with --collnet yet)")
+                        "and the probe's times, and each NCCL kernel's time in the report; not with --collnet yet)")
+    p.add_argument("--timeline", action="store_true",
+                   help="with --clock model: also record every step of NCCL's kernels per channel in the "
+                        "ranks' timelines (the report merges them into timeline.json, a trace for "
+                        "ui.perfetto.dev or chrome://tracing; kernels are always recorded)")
+    p.add_argument("--no-payload", action="store_true",
+                   help="keep NCCL's protocol and modelled time but move no data: the program's buffers "
+                        "are never read or written, so large sizes fit in memory; results are not checked")
     p.add_argument("--gpus-per-process", type=int, default=1, metavar="N",
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",
@@ -66,7 +73,8 @@ def options(args: argparse.Namespace) -> LaunchOptions:
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
                          run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,
                          hostfile=args.hostfile, interface=args.interface,
-                         mpiexec_args=tuple(args.mpiexec_args), clock=args.clock)
+                         mpiexec_args=tuple(args.mpiexec_args), clock=args.clock,
+                         timeline=args.timeline, no_payload=args.no_payload)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -22,7 +22,7 @@ from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
 from ncclsim.paths import mpiexec, nccl_lib_dir
-from ncclsim.platform.env import CLOCK_VARIABLES, clock_settings
+from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
 from ncclsim.topology.host_artifacts import write_host_artifacts
@@ -145,13 +145,15 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
 
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
     write_host_artifacts(cluster, run.hosts_dir)
-    script = rank_script.write(run, per_host)
+    script = rank_script.write(run, per_host, timeline=opts.clock == "model")
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
                            interface=opts.interface, spread=placement.spread)
-    for k in CLOCK_VARIABLES:  # the launch's --clock decides, not the caller's environment
+    for k in LAUNCH_VARIABLES:  # the launch's options decide, not the caller's environment
         env.pop(k, None)
     env.update(clock_settings(opts.clock))
+    env.update(timeline_settings(opts.timeline))
+    env.update(payload_settings(opts.no_payload))
     unit = "ranks" if opts.gpus_per_process == 1 else "processes"
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
               f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")

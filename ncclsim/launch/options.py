@@ -37,6 +37,8 @@ class LaunchOptions:
     mpiexec_args: tuple[str, ...] = ()  # passed to mpiexec as they are
     collnet: Optional[bool] = None  # the network reduces in its switches; None: as the preset says
     clock: str = "wall"  # one of CLOCKS
+    timeline: bool = False  # the modelled timeline also records every step (--clock model only)
+    no_payload: bool = False  # NCCL's protocol and modelled time without moving data
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:
@@ -52,6 +54,8 @@ class LaunchOptions:
         if self.clock == "model" and self.collnet:
             raise LaunchError("--clock model does not model CollNet's in-network reductions yet: leave out "
                               "--collnet (or use --clock wall)")
+        if self.timeline and self.clock != "model":
+            raise LaunchError("--timeline records modelled time: it needs --clock model")
         if self.timeout < 0:
             raise LaunchError(f"--timeout must be 0 (none) or more seconds, got {self.timeout:g}")
         if self.command:

@@ -1,7 +1,7 @@
 """rank.sh: the wrapper mpiexec starts for every rank. It picks the rank's
 simulated host (host = rank / processes per host), sources the variables
 Python wrote for that host, sends its output and NCCL's logs to the run
-directory, and records its pid, the real machine it ran on and its exit
+directory (and, with --clock model, the modelled timeline), and records its pid, the real machine it ran on and its exit
 status. Being a plain script keyed on the MPI rank, it works with any MPI or
 Slurm (see launch/). Every path comes from ncclsim.rundir."""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
+from ncclsim.platform.env import TIMELINE_VARIABLE
 from ncclsim.rundir import RunDir
 
 # In the script, $run is the run directory, $host and $rank the indices.
@@ -26,15 +27,20 @@ host=$((rank / {{per_host}}))
 cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
 echo "$$" >"{_RANK.pid}"
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
-"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
+{{timeline}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?
 echo "$status" >"{_RANK.exit}"
 exit "$status"
 """
 
 
-def write(run: RunDir, processes_per_host: int) -> Path:
-    text = TEMPLATE.format(root=shlex.quote(str(run.root)), per_host=processes_per_host)
+TIMELINE_LINE = f'export {TIMELINE_VARIABLE}="{_RANK.timeline}"\n'
+
+
+def write(run: RunDir, processes_per_host: int, timeline: bool = False) -> Path:
+    """`timeline`: every NCCL process of the rank writes its modelled timeline (--clock model)."""
+    text = TEMPLATE.format(root=shlex.quote(str(run.root)), per_host=processes_per_host,
+                           timeline=TIMELINE_LINE if timeline else "")
     run.rank_script.write_text(text)
     run.rank_script.chmod(0o755)
     return run.rank_script

@@ -87,6 +87,33 @@ def clock_settings(clock: str) -> dict[str, str]:
     return {"NCCLSIM_CLOCK": "model", "NCCLSIM_CLOCK_EPOCH": f"{time.time_ns()},{time.monotonic_ns()}"}
 
 
+# The modelled timeline (--clock model): every NCCL process writes its kernels,
+# and with NCCLSIM_TIMELINE_STEPS=1 its steps, as trace events (JSON lines) to
+# NCCLSIM_TIMELINE, the driver putting its pid for %p (as NCCL does in
+# NCCL_DEBUG_FILE); the report reads and merges them.
+TIMELINE_VARIABLE = "NCCLSIM_TIMELINE"
+TIMELINE_STEPS_VARIABLE = "NCCLSIM_TIMELINE_STEPS"
+# The emulation keeps NCCL's protocol and the modelled time but moves no data
+# and never reads or writes the program's buffers.
+NO_PAYLOAD_VARIABLE = "NCCLSIM_NO_PAYLOAD"
+# What `ncclsim launch` decides for all ranks (a caller's own values are dropped).
+LAUNCH_VARIABLES = (*CLOCK_VARIABLES, TIMELINE_VARIABLE, TIMELINE_STEPS_VARIABLE, NO_PAYLOAD_VARIABLE)
+
+
+def timeline_settings(steps: bool) -> dict[str, str]:
+    """The variables every rank shares besides its own NCCLSIM_TIMELINE path."""
+    return {TIMELINE_STEPS_VARIABLE: "1"} if steps else {}
+
+
+def payload_settings(no_payload: bool) -> dict[str, str]:
+    return {NO_PAYLOAD_VARIABLE: "1"} if no_payload else {}
+
+
+def without_payload(environ: Mapping[str, str]) -> bool:
+    """Whether a process with `environ` runs without payload (its buffers hold nothing NCCL computed)."""
+    return environ.get(NO_PAYLOAD_VARIABLE, "") == "1"
+
+
 def with_host_preload(existing: str) -> str:
     """LD_PRELOAD with ncclsim's host library first: the simulated hostname
     (when NCCLSIM_HOSTNAME is set), NCCL's socket polling yielding the CPU,

@@ -11,11 +11,12 @@ from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
-from ncclsim.platform.env import SimOptions, simulation_env
+from ncclsim.platform.env import SimOptions, simulation_env, without_payload
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
 from ncclsim.probe.check import REDUCTIONS
-from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, parse_size, run
+from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, run
+from ncclsim.sizes import parse_size
 
 under_mpi = launched_by_mpi
 
@@ -65,7 +66,8 @@ def argv_of(args: argparse.Namespace) -> list[str]:
     return argv + (["--json", str(args.json.resolve())] if args.json else [])
 
 
-def options(args: argparse.Namespace) -> ProbeOptions:
+def options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> ProbeOptions:
+    """Without payload (launch --no-payload) no result exists to check."""
     ops = tuple(o.strip().lower() for o in args.ops.split(",") if o.strip())
     if ops == ("all",):
         ops = OPERATIONS
@@ -76,7 +78,7 @@ def options(args: argparse.Namespace) -> ProbeOptions:
         raise NcclsimError("--gpus-per-process must be >= 0, --iters >= 1 and --warmup >= 0")
     sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
     return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, warmup=args.warmup,
-                        check=not args.no_check, redop=args.redop)
+                        check=not args.no_check and not without_payload(environ), redop=args.redop)
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -88,6 +90,9 @@ def execute(args: argparse.Namespace) -> int:
         if world.rank == 0:
             print(f"ncclsim probe: {line}", flush=True)
 
+    if not args.no_check and not opts.check:
+        log("results not checked: no payload moves (launch --no-payload), only NCCL's protocol and "
+            "modelled time")
     try:
         result = run(load(), opts, world, log)
     except NcclsimError as e:

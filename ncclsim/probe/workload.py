@@ -20,19 +20,6 @@ from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREA
 
 OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
               "alltoall")
-SIZE_SUFFIXES = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    unit = t[-1] if t and t[-1] in SIZE_SUFFIXES else ""
-    try:
-        value = int(t[: len(t) - len(unit)]) * SIZE_SUFFIXES[unit]
-    except ValueError:
-        raise ProbeError(f"not a size: {text!r} (examples: 8, 64K, 16M)") from None
-    if value <= 0:
-        raise ProbeError(f"sizes must be positive, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
@@ -17,7 +18,10 @@ from ncclsim.report.collect import Collected, RankRecord, collect, read_log_line
 from ncclsim.report.model import (Check, CommSummary, Connection, ErrorEntry, Feature, Graph, Nics, Pat, RankInfo,
                                   Report, Topology, Transports, TuningEntry)
 from ncclsim.report.structure import build_rings, build_trees
-from ncclsim.rundir import RankFiles, RunDir
+from ncclsim.report.summary import rank_ranges
+from ncclsim.report.timeline import launched_hosts, read_kernels, timeline_files, write_trace
+from ncclsim.report.timings import timings
+from ncclsim.rundir import TIMELINE_JSON, RankFiles, RunDir
 
 
 
@@ -58,18 +62,37 @@ def build_report(run_dir: Path) -> Report:
     graphs, topology = _read_dumps(run_dir, notes)
     launch = _read_launch(run_dir, notes)
     exits = {names[p]: _exit_status(p, run_dir) for p, _ in logs}
-    return _assemble(run_dir, collected, graphs, topology, launch, exits, notes, [names[p] for p, _ in logs])
+    report = _assemble(run_dir, collected, graphs, topology, launch, exits, notes, [names[p] for p, _ in logs])
+    return _with_timelines(report, run_dir, launch, notes)
+
+
+def _with_timelines(report: Report, run_dir: Path, launch: Optional[dict[str, Any]], notes: list[str]) -> Report:
+    """The modelled kernel times of the ranks' timelines (--clock model), and the clock the run had."""
+    files = timeline_files(RunDir(run_dir))
+    read = read_kernels(files)
+    if read.truncated:
+        notes.append(f"timeline: the step events of rank(s) {rank_ranges(read.truncated)} stop where the "
+                     "driver's cap was reached (the kernels are all there)")
+    options = (launch or {}).get("options")
+    clock = options.get("clock", "wall") if isinstance(options, dict) else None
+    return dataclasses.replace(report, clock=clock or ("model" if files else None), timings=timings(read.kernels),
+                               timeline=TIMELINE_JSON if files else None, notes=tuple(notes))
 
 
 def write_run_json(run_dir: Path, report: Optional[Report] = None) -> Path:
-    """Writes the report (built here unless given) as `run.json` in the run directory."""
+    """Writes the report (built here unless given) as `run.json` in the run
+    directory, and the ranks' timelines merged as its `timeline` file when it names one."""
     report = report if report is not None else build_report(Path(run_dir))
-    path = RunDir(Path(run_dir)).run_json
+    run = RunDir(Path(run_dir))
+    path = run.run_json
     try:
         path.write_text(json.dumps(report.to_json(), indent=1) + "\n")
+        if report.timeline:
+            path = run.root / report.timeline
+            write_trace(timeline_files(run), path, launched_hosts(report.launch))
     except OSError as e:
         raise NcclsimError(f"cannot write {path}: {e.strerror or e}") from None
-    return path
+    return run.run_json
 
 
 def _read_dumps(run_dir: Path, notes: list[str]) -> tuple[tuple[Graph, ...], Optional[Topology]]:

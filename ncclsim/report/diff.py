@@ -1,6 +1,7 @@
 """`ncclsim diff A B`: what changed between two runs (run directories or
 their run.json) or two sweeps (sweep.json, or a sweep's --out directory):
-NCCL version, shape, channels, rings, trees, transports, algorithm choices."""
+NCCL version, shape, channels, rings, trees, transports, algorithm choices,
+and the modelled timings side by side (--clock model runs)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from typing import Any, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.report.build import build_report
+from ncclsim.report.diff_timings import TimingPair, pair_timings
 from ncclsim.rundir import RUN_JSON
+from ncclsim.sweep.metrics import TIMINGS
 
 SCHEMA_VERSION = 1
 SWEEP_JSON = "sweep.json"
@@ -35,6 +38,11 @@ class Change:
 class RunDiff:
     name: str  # "" for a plain two-run diff, the point's name in a sweep
     changes: list[Change] = field(default_factory=list)
+    timings: list[TimingPair] = field(default_factory=list)  # empty when neither run has timings
+
+    @property
+    def differs(self) -> bool:
+        return bool(self.changes) or any(t.differs for t in self.timings)
 
 
 def _load_json(path: Path) -> dict[str, Any]:
@@ -118,7 +126,8 @@ def diff_paths(a: Path, b: Path) -> list[RunDiff]:
     if (sa is None) != (sb is None):
         raise DiffError(f"cannot compare a sweep with a single run: {a if sa else b} is a sweep")
     if sa is None or sb is None:
-        return [RunDiff("", diff_reports(load_run(a), load_run(b)))]
+        ra, rb = load_run(a), load_run(b)
+        return [RunDiff("", diff_reports(ra, rb), pair_timings(ra.get("timings"), rb.get("timings")))]
     pa = {p["name"]: p for p in sa["points"]}
     pb = {p["name"]: p for p in sb["points"]}
     diffs = []
@@ -128,15 +137,19 @@ def diff_paths(a: Path, b: Path) -> list[RunDiff]:
                                                "-" if name not in pb else "present")]))
             continue
         da, db = Path(pa[name]["run_dir"]), Path(pb[name]["run_dir"])
+        ma, mb = pa[name]["metrics"], pb[name]["metrics"]
         if (da / RUN_JSON).exists() and (db / RUN_JSON).exists():
-            changes = diff_reports(load_run(da), load_run(db))
+            ra, rb = load_run(da), load_run(db)
+            changes = diff_reports(ra, rb)
+            timings = pair_timings(ra.get("timings"), rb.get("timings"))
         else:
             changes = []
-            for key in sorted(set(pa[name]["metrics"]) | set(pb[name]["metrics"])):
-                if key != "seconds":
-                    _changed(changes, key, pa[name]["metrics"].get(key), pb[name]["metrics"].get(key))
+            for key in sorted(set(ma) | set(mb)):
+                if key not in ("seconds", TIMINGS):
+                    _changed(changes, key, ma.get(key), mb.get(key))
+            timings = pair_timings(ma.get(TIMINGS), mb.get(TIMINGS))
         _changed(changes, "ok", pa[name]["ok"], pb[name]["ok"])
-        diffs.append(RunDiff(name, changes))
+        diffs.append(RunDiff(name, changes, timings))
     return diffs
 
 
@@ -144,12 +157,16 @@ def to_text(diffs: list[RunDiff]) -> str:
     lines = []
     for d in diffs:
         prefix = f"{d.name}: " if d.name else ""
-        if not d.changes:
+        if not d.differs:
             lines.append(f"{prefix}no difference" if d.name else "no difference")
         lines += [prefix + c.text() for c in d.changes]
+        if d.timings:
+            lines.append(f"{prefix}modelled time (A -> B):")
+            lines += [f"{prefix}  {t.text()}" for t in d.timings]
     return "\n".join(lines) + "\n"
 
 
 def to_json(diffs: list[RunDiff]) -> dict[str, Any]:
-    return {"schema_version": SCHEMA_VERSION, "same": not any(d.changes for d in diffs),
-            "runs": [{"name": d.name, "changes": [c.__dict__ for c in d.changes]} for d in diffs]}
+    return {"schema_version": SCHEMA_VERSION, "same": not any(d.differs for d in diffs),
+            "runs": [{"name": d.name, "changes": [c.__dict__ for c in d.changes],
+                      **({"timings": [t.to_json() for t in d.timings]} if d.timings else {})} for d in diffs]}

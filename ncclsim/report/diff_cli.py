@@ -15,7 +15,8 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
                        description="Compare two runs (run directories or run.json) or two sweeps "
                                    "(sweep.json or a sweep's directory, point by point): NCCL "
                                    "version, shape, channels, rings, trees, connections by "
-                                   "transport, algorithm and protocol per collective and size. "
+                                   "transport, algorithm and protocol per collective and size, and "
+                                   "the modelled timings side by side (--clock model). "
                                    "Exit status 0 when nothing changed, 1 otherwise.")
     p.add_argument("a", type=Path, metavar="A")
     p.add_argument("b", type=Path, metavar="B")
@@ -30,4 +31,4 @@ def cmd_diff(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, 
         out.write(json.dumps(diff.to_json(diffs), indent=1) + "\n")
     else:
         out.write(diff.to_text(diffs))
-    return 1 if any(d.changes for d in diffs) else 0
+    return 1 if any(d.differs for d in diffs) else 0

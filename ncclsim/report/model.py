@@ -121,6 +121,28 @@ class TuningEntry:
 
 
 @dataclass(frozen=True)
+class Timing:
+    """One collective at one size as the modelled timeline measured it
+    (--clock model), in nccl-tests' terms: its size column and bandwidths."""
+    collective: str
+    nbytes: int  # nccl-tests' size (AllGather, ReduceScatter: the whole buffer, every rank's part)
+    dtype: str
+    algorithm: str
+    protocol: str
+    nranks: int
+    time_us: float  # the slowest rank's median kernel time
+    algbw_gbps: float
+    busbw_gbps: float
+    samples: int  # kernels measured, all ranks together
+
+    def to_json(self) -> dict[str, Any]:
+        return {"collective": self.collective, "bytes": self.nbytes, "type": self.dtype,
+                "algorithm": self.algorithm, "protocol": self.protocol, "nranks": self.nranks,
+                "time_us": self.time_us, "algbw_GBps": self.algbw_gbps, "busbw_GBps": self.busbw_gbps,
+                "samples": self.samples}
+
+
+@dataclass(frozen=True)
 class GraphChannel:
     gpus: tuple[int, ...]  # ranks in the order NCCL's search placed them
     nets: tuple[str, ...]  # NIC devices at the channel's ends
@@ -278,6 +300,9 @@ class Report:
     launch: Optional[dict[str, Any]] = None
     nics: Optional[Nics] = None
     notes: tuple[str, ...] = field(default=())  # what could not be read, and why
+    clock: Optional[str] = None  # the ranks' clock, launch --clock: "wall" or "model"; None: not launched by us
+    timings: tuple[Timing, ...] = ()  # modelled kernel times (--clock model)
+    timeline: Optional[str] = None  # the merged trace written with the report (rundir.TIMELINE_JSON)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -299,6 +324,9 @@ class Report:
             "collnet": self.collnet.to_json(),
             "pat": self.pat.to_json(),
             "tuning": [t.to_json() for t in self.tuning],
+            "clock": self.clock,
+            "timings": [t.to_json() for t in self.timings],
+            "timeline": self.timeline,
             "graphs": [g.to_json() for g in self.graphs],
             "topology": self.topology.to_json() if self.topology else None,
             "nics": self.nics.to_json() if self.nics else None,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, Sequence
 
-from ncclsim.report.model import Feature, Report, TreeNode
+from ncclsim.report.model import Feature, Report, Timing, TreeNode
+from ncclsim.sizes import human_bytes
 
 
 def rank_ranges(ranks: Iterable[int]) -> str:
@@ -19,13 +20,6 @@ def rank_ranges(ranks: Iterable[int]) -> str:
         out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
         i = j + 1
     return ",".join(out)
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return f"{n} B"
 
 
 def _grouped(per_channel: dict[int, str]) -> list[tuple[str, str]]:
@@ -170,6 +164,45 @@ def _tuning(report: Report) -> list[str]:
     return lines
 
 
+MAX_TIMINGS = 24  # rows of the modelled-time table; more, and each collective shows evenly spread sizes
+TIMINGS_PER_COLLECTIVE = 12
+
+
+def _spread(items: list[Timing], most: int) -> list[Timing]:
+    """At most `most` of `items`, evenly spread, the first and the last among them."""
+    if len(items) <= most:
+        return items
+    return [items[round(i * (len(items) - 1) / (most - 1))] for i in range(most)]
+
+
+def _timings(report: Report) -> list[str]:
+    if not report.timings:
+        return _timeline(report)
+    shown = list(report.timings)
+    if len(shown) > MAX_TIMINGS:
+        by_coll: dict[str, list[Timing]] = {}
+        for t in shown:
+            by_coll.setdefault(t.collective, []).append(t)
+        shown = [t for items in by_coll.values() for t in _spread(items, TIMINGS_PER_COLLECTIVE)]
+    several = len({t.nranks for t in report.timings}) > 1
+    lines = ["Modelled time (the slowest rank's median kernel; nccl-tests' size and bus bandwidth):",
+             f"  {'collective':<14} {'size':>9}  {'algo/proto':<17} {'time us':>10} {'busbw GB/s':>11}"]
+    for t in shown:
+        ranks = f"  {t.nranks} ranks" if several else ""
+        algo = f"{t.algorithm}/{t.protocol}" if t.algorithm or t.protocol else "-"
+        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {algo:<17} "
+                     f"{t.time_us:>10.1f} {t.busbw_gbps:>11.1f}{ranks}")
+    if len(shown) < len(report.timings):
+        lines.append(f"  ... {len(report.timings) - len(shown)} more (all of them: run.json)")
+    return lines + _timeline(report)
+
+
+def _timeline(report: Report) -> list[str]:
+    if not report.timeline:
+        return []
+    return [f"Timeline: {report.timeline} in the run directory (open it in ui.perfetto.dev or chrome://tracing)"]
+
+
 def _checks(report: Report) -> list[str]:
     failed = [c for c in report.checks if not c.ok]
     if not failed:
@@ -194,6 +227,6 @@ def _errors(report: Report) -> list[str]:
 
 def summary_text(report: Report) -> str:
     sections = [_header(report), _graphs(report), _structure(report), _transports(report),
-                _tuning(report), _checks(report), _errors(report),
+                _tuning(report), _timings(report), _checks(report), _errors(report),
                 ["Notes:"] + [f"  {n}" for n in report.notes] if report.notes else []]
     return "\n".join(line for section in sections for line in section) + "\n"

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Optional, TextIO
 from ncclsim import stop_signals
 from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
 from ncclsim.commands import add_command
-from ncclsim.launch.options import check_environment
+from ncclsim.launch.options import CLOCKS, check_environment
 from ncclsim.nccl import wheels
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.sweep import expect, matrix, output
@@ -46,7 +46,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "--env NCCL_ALGO=Ring,Tree")
     p.add_argument("--expect", action="append", default=[], metavar="EXPR",
                    help="NAME OP VALUE that every run must satisfy (repeatable), e.g. 'nNodes==2', "
-                        "'channels>=16', 'inter_transport==NET'; NAME: " + ", ".join(METRICS))
+                        "'channels>=16', 'inter_transport==NET'; NAME: " + ", ".join(METRICS) + ". With "
+                        "--clock model also a modelled timing, FIELD(COLLECTIVE,SIZE) OP NUMBER: "
+                        "'busbw(AllReduce,128M)>=300', 'algbw(AllGather,1G)>100' (GB/s), "
+                        "'time(AllReduce,8)<=20' (us); SIZE as nccl-tests' size column, K/M/G binary")
+    p.add_argument("--clock", choices=CLOCKS, default="wall",
+                   help="launch --clock of every run (default wall; model: modelled times and timings)")
     p.add_argument("--jobs", type=int, default=0, metavar="N",
                    help="runs at a time (default: 1 per 4 CPUs, at least 1)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
@@ -88,6 +93,9 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     if points:  # what launch would refuse in every run (every point sets the same names), refused once
         check_environment({**environ, **dict(points[0].env)})
     expectations = [expect.parse(e) for e in args.expect]
+    timed = expect.needs_model_clock(expectations)
+    if timed and args.clock != "model":
+        raise matrix.SweepError(f"--expect {timed[0]!r}: modelled timings need --clock model")
     command = list(args.command)
     if command and command[0] == "--":
         command = command[1:]
@@ -107,10 +115,11 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
         err.flush()
 
     stop = Stop()
-    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, stop, progress)
+    outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, stop, progress,
+                       launch_args=("--clock", args.clock) if args.clock != "wall" else ())
     out.write(output.table(outcomes))
     axes = {"preset": args.preset, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
-            "env": args.env, "expect": args.expect, "command": command}
+            "env": args.env, "expect": args.expect, "clock": args.clock, "command": command}
     doc = output.to_json(outcomes, axes)
     output.write_json(out_dir / "sweep.json", doc)
     if args.json:

@@ -29,6 +29,10 @@ METRICS = {
     "algorithms": "algorithm/protocol NCCL chose, per collective and size",
     "seconds": "launch's wall time",
 }
+# The run's modelled timings (run.json's, --clock model): what busbw(...), algbw(...) and time(...) read.
+TIMINGS = "timings"
+TIMING_KEYS = ("collective", "bytes", "type", "algorithm", "protocol", "nranks", "time_us", "algbw_GBps",
+               "busbw_GBps")
 
 
 def _digest(value: Any) -> str:
@@ -75,4 +79,7 @@ def collect(run_dir: Path) -> dict[str, Value]:
     m["trees"] = _digest(r.get("trees"))
     m["algorithms"] = [f"{t['collective']} {t['bytes']}B {t['algorithm']}/{t['protocol']}"
                        for t in r.get("tuning") or []]
+    timings = [{k: t.get(k) for k in TIMING_KEYS} for t in r.get("timings") or [] if isinstance(t, dict)]
+    if timings:
+        m[TIMINGS] = timings
     return m

@@ -12,7 +12,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ncclsim import stop_signals
 from ncclsim.paths import ncclsim_command
-from ncclsim.sweep.expect import Expectation
+from ncclsim.sweep.expect import AnyExpectation
 from ncclsim.sweep.matrix import Point
 from ncclsim.sweep.metrics import Value, collect
 
@@ -40,9 +40,11 @@ class Outcome:
                 "violations": self.violations, "error": self.error}
 
 
-def launch_command(p: Point, run_dir: Path, timeout: float, command: Sequence[str]) -> list[str]:
+def launch_command(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
+                   launch_args: Sequence[str] = ()) -> list[str]:
+    """`launch_args`: options every run gets (--clock ...)."""
     cmd = [*ncclsim_command(), "launch", "--preset", p.preset, "--hosts", str(p.hosts),
-           "--nccl", p.nccl, "--run-dir", str(run_dir)]
+           "--nccl", p.nccl, "--run-dir", str(run_dir), *launch_args]
     if p.gpus:
         cmd += ["--gpus", str(p.gpus)]
     if timeout:
@@ -91,9 +93,10 @@ class Stop:
 
 
 def run_point(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
-              environ: Mapping[str, str], expectations: Sequence[Expectation], stop: Stop) -> Outcome:
+              environ: Mapping[str, str], expectations: Sequence[AnyExpectation], stop: Stop,
+              launch_args: Sequence[str] = ()) -> Outcome:
     t = time.monotonic()
-    proc = stop.start(launch_command(p, run_dir, timeout, command), {**environ, **dict(p.env)})
+    proc = stop.start(launch_command(p, run_dir, timeout, command, launch_args), {**environ, **dict(p.env)})
     if proc is None:
         return Outcome(p, run_dir, 0.0, collect(run_dir), error="not run: the sweep was stopped")
     try:
@@ -114,14 +117,15 @@ def run_point(p: Point, run_dir: Path, timeout: float, command: Sequence[str],
 
 
 def run_all(points: Sequence[Point], out_dir: Path, jobs: int, timeout: float, command: Sequence[str],
-            environ: Mapping[str, str], expectations: Sequence[Expectation],
-            stop: Stop, progress: Optional[Callable[[int, Outcome], None]] = None) -> list[Outcome]:
+            environ: Mapping[str, str], expectations: Sequence[AnyExpectation],
+            stop: Stop, progress: Optional[Callable[[int, Outcome], None]] = None,
+            launch_args: Sequence[str] = ()) -> list[Outcome]:
     """Every point, `jobs` at a time; results in the points' order. `stop`
     receives the stop signals meanwhile."""
     results: dict[int, Outcome] = {}
     with stop_signals.handled_by(stop.handle), ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(run_point, p, out_dir / p.name, timeout, command, environ, expectations,
-                               stop): i for i, p in enumerate(points)}
+                               stop, launch_args): i for i, p in enumerate(points)}
         for f in as_completed(futures):
             results[futures[f]] = f.result()
             if progress:
