@@ -21,6 +21,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -149,3 +150,65 @@ def test_collnet_is_not_modelled_yet(run_cli, tmp_path: Path) -> None:
                    str(tmp_path / "r"), timeout=60)
     assert proc.returncode == 2
     assert "--clock model" in proc.stderr and "CollNet" in proc.stderr, proc.stderr
+
+
+def _timings(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,
+             env: Optional[dict[str, str]] = None) -> tuple[dict[tuple[str, int, str], dict], subprocess.CompletedProcess]:
+    """run.json's timings of a probe AllReduce run, by (collective, size, algorithm)."""
+    run = tmp_path / name
+    proc = run_cli("launch", "--hosts", str(hosts), "--gpus", str(gpus), "--clock", "model", *options, "--run-dir",
+                   str(run), "--timeout", "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce",
+                   "--sizes", ",".join(map(str, sizes)), "--iters", str(ITERS), "--warmup", "1", env=env, timeout=700)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads((run / "run.json").read_text())
+    return {(t["collective"], t["bytes"], t["algorithm"]): t for t in report["timings"]}, proc
+
+
+@pytest.mark.e2e
+def test_without_payload_the_times_stay_and_the_timeline_shows_every_step(run_cli, tmp_path: Path) -> None:
+    """2 hosts x 2 GPUs: moving no data changes no modelled time; the report's
+    timings follow size; the merged timeline has every rank's kernels, and
+    every step lies inside its rank's kernel."""
+    sizes = [8, 1 << 20, 32 << 20]
+    bare, proc = _timings(run_cli, tmp_path, "bare", 2, 2, sizes, "--no-payload", "--timeline")
+    assert "not checked: no payload moves" in proc.stdout + proc.stderr + (
+        tmp_path / "bare" / "ranks" / "0" / "stdout").read_text()
+    full, _ = _timings(run_cli, tmp_path, "full", 2, 2, sizes)
+    assert bare.keys() == full.keys() and {k[1] for k in bare} >= set(sizes), (bare.keys(), full.keys())
+    # Channels that reach a NIC at the same modelled instant are served in the
+    # order the emulation's threads get there: a mid-size collective's time
+    # varies by some percent from run to run.
+    for key, t in full.items():
+        assert bare[key]["time_us"] == pytest.approx(t["time_us"], rel=0.15), (key, bare[key], t)
+    times = [next(t["time_us"] for k, t in full.items() if k[1] == s) for s in sizes]
+    assert times == sorted(times) and times[0] < 50, times
+    trace = json.loads((tmp_path / "bare" / "timeline.json").read_text())["traceEvents"]
+    kernels: dict[int, list[dict]] = {}
+    steps: dict[int, list[dict]] = {}
+    for e in trace:
+        if e.get("cat") in ("kernel", "step"):
+            (kernels if e["cat"] == "kernel" else steps).setdefault(e["pid"], []).append(e)
+    assert sorted(kernels) == sorted(steps) == [0, 1, 2, 3]
+    for rank, ks in kernels.items():
+        assert len(ks) == (ITERS + 1) * len(sizes), (rank, len(ks))
+        spans = sorted((k["ts"], k["ts"] + k["dur"]) for k in ks)
+        for s in steps[rank]:
+            assert s["tid"] >= 1000 and ("send" in s["name"] or "recv" in s["name"] or s["name"] == "local")
+            assert any(a - 1e-3 <= s["ts"] and s["ts"] + s["dur"] <= b + 1e-3 for a, b in spans), s
+
+
+@pytest.mark.e2e
+def test_more_hosts_never_make_a_ring_faster(run_cli, tmp_path: Path) -> None:
+    """One GPU per host, NCCL's Ring forced: each added host adds hops and
+    bytes through every NIC, so the time only grows (bus bandwidth, which
+    counts those bytes, may rise a little towards the NIC's rate)."""
+    ring = {"NCCL_ALGO": "Ring"}
+    sizes = [8, 32 << 20]
+    two, _ = _timings(run_cli, tmp_path, "two", 2, 1, sizes, "--no-payload", env=ring)
+    four, _ = _timings(run_cli, tmp_path, "four", 4, 1, sizes, "--no-payload", env=ring)
+    for s in sizes:
+        a, b = two[("AllReduce", s, "RING")], four[("AllReduce", s, "RING")]
+        assert b["time_us"] >= a["time_us"], (s, a, b)
+    nic = 400 / 8 * constant("nic_efficiency")  # GB/s: both stay within their NICs' rate
+    assert two[("AllReduce", 32 << 20, "RING")]["busbw_GBps"] <= nic
+    assert four[("AllReduce", 32 << 20, "RING")]["busbw_GBps"] <= nic

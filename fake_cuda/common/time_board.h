@@ -26,10 +26,12 @@ uint64_t fc_board_get(uint64_t key, int which);
  * time is lost: said once on stderr). */
 bool fc_board_put(uint64_t key, int which, uint64_t t);
 
-/* A resource several processes of the host share (a NIC) busy for `busy`
- * from `ready` on, or from when it is next free: returns when the use
- * starts, and the resource is free again at that start + busy. Uses are
- * served in the order they are asked for. */
+/* A resource several processes of the host share (a NIC), busy for `busy`
+ * from `ready` on or from the first time after it that the resource is free
+ * that long: returns when the use starts. The resource keeps a calendar of
+ * its uses, so a use asked for late (in real time) but early in modelled
+ * time fills the gap before later ones, as on the hardware, whatever order
+ * the emulation's threads run in. */
 uint64_t fc_board_reserve(uint64_t key, uint64_t ready, uint64_t busy);
 
 #endif
