@@ -212,3 +212,21 @@ def test_more_hosts_never_make_a_ring_faster(run_cli, tmp_path: Path) -> None:
     nic = 400 / 8 * constant("nic_efficiency")  # GB/s: both stay within their NICs' rate
     assert two[("AllReduce", 32 << 20, "RING")]["busbw_GBps"] <= nic
     assert four[("AllReduce", 32 << 20, "RING")]["busbw_GBps"] <= nic
+
+
+@pytest.mark.e2e
+def test_ring_and_tree_cross_where_nccl_says(run_cli, tmp_path: Path) -> None:
+    """4 hosts of one GPU: NCCL picks Tree for small AllReduces and Ring for
+    large ones; at every size the algorithm it picks is (within a few
+    percent) the faster of the two when each is forced."""
+    sizes = [8, 4096, 65536, 1 << 20, 8 << 20]
+    picked, _ = _timings(run_cli, tmp_path, "picked", 4, 1, sizes, "--no-payload")
+    forced = {algo: _timings(run_cli, tmp_path, algo, 4, 1, sizes, "--no-payload", env={"NCCL_ALGO": algo})[0]
+              for algo in ("Ring", "Tree")}
+    choice = {k[1]: k[2] for k in picked}
+    assert set(choice.values()) == {"TREE", "RING"}, choice  # there is a crossing to check
+    for size, algo in choice.items():
+        other = "RING" if algo == "TREE" else "TREE"
+        mine = forced[algo.title()][("AllReduce", size, algo)]["time_us"]
+        theirs = forced[other.title()][("AllReduce", size, other)]["time_us"]
+        assert mine <= theirs * 1.05, (size, algo, mine, other, theirs)
