@@ -11,7 +11,9 @@ fake_cuda/driver/modelled_time.c, fake_cuda/device/step_time.c).
    invariants (time grows with size, bus bandwidth rises to a plateau no
    higher than the links allow, NVLS above Ring), and two runs give the same
    modelled times. Across two hosts of one GPU, a large AllReduce runs at the
-   NIC's rate. CollNet is refused (not modelled yet).
+   NIC's rate; CollNet sends each host's data up once.
+4. Without payload the times stay, the timeline holds every step, more hosts
+   never make a Ring faster, Ring and Tree cross where NCCL's choice says.
 """
 
 from __future__ import annotations
@@ -145,11 +147,22 @@ def test_two_hosts_run_at_the_nics_rate(run_cli, tmp_path: Path) -> None:
     assert 5e-6 < seconds[8] < 50e-6, seconds
 
 
-def test_collnet_is_not_modelled_yet(run_cli, tmp_path: Path) -> None:
-    proc = run_cli("launch", "--hosts", "2", "--gpus", "1", "--collnet", "--clock", "model", "--run-dir",
-                   str(tmp_path / "r"), timeout=60)
-    assert proc.returncode == 2
-    assert "--clock model" in proc.stderr and "CollNet" in proc.stderr, proc.stderr
+@pytest.mark.e2e
+def test_collnet_sends_each_hosts_data_up_once(run_cli, tmp_path: Path) -> None:
+    """3 hosts x 2 GPUs with switches that reduce (--collnet): CollNet Direct
+    sends each host's data through its NICs once, up to the switch, and gets
+    the result back while it streams; a Ring crosses the NICs 2(n-1)/n times
+    the data. So CollNet's bus bandwidth beats the Ring's, and stays within
+    what the host's two NICs carry, counted as bus bandwidth."""
+    env = {"NCCL_COLLNET_ENABLE": "1"}
+    size = 16 << 20
+    collnet, _ = _timings(run_cli, tmp_path, "collnet", 3, 2, [size], "--collnet", "--no-payload",
+                          env={**env, "NCCL_ALGO": "CollNetDirect"})
+    ring, _ = _timings(run_cli, tmp_path, "ring", 3, 2, [size], "--collnet", "--no-payload",
+                       env={**env, "NCCL_ALGO": "Ring"})
+    c, r = collnet[("AllReduce", size, "COLLNET_DIRECT")], ring[("AllReduce", size, "RING")]
+    host_nics = 2 * 400 / 8 * constant("nic_efficiency")  # GB/s
+    assert r["busbw_GBps"] < c["busbw_GBps"] <= host_nics * 2 * 5 / 6, (c, r)
 
 
 def _timings(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,

@@ -13,7 +13,8 @@
     X(pcie_gbps_per_lane_gen4) X(pcie_gbps_per_lane_gen5) X(pcie_efficiency) X(copy_latency_us) \
     X(hbm_gbps) X(payload_ll) X(payload_ll128) X(payload_simple) X(channel_gbps_ll)              \
     X(channel_gbps_ll128) X(channel_gbps_simple) X(step_latency_us_ll) X(step_latency_us_ll128) \
-    X(step_latency_us_simple) X(step_latency_us_nvls) X(nic_efficiency) X(net_latency_us)
+    X(step_latency_us_simple) X(step_latency_us_nvls) X(nic_efficiency) X(net_latency_us)       \
+    X(collnet_switch_us)
 
 typedef struct {
 #define FC_TIMING_FIELD_(name) double name;

@@ -9,13 +9,20 @@
  * connections (net_connect.c, net_transfer.c) and reduces what arrives, all
  * in member order, so every member computes the same bits, as a switch's
  * single reduction gives every member the same result. The reductions are
- * NCCL's own operators (device/reduce.c). */
+ * NCCL's own operators (device/reduce.c).
+ *
+ * Modelled time (net_time.h) is the switch's, not these messages': each
+ * member's NIC sends its data up once, from when it is ready; its messages
+ * tell the others when its last byte reached the switch, and the result is
+ * back when the last member's is, plus the way down (fcn_time_reduced). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "collnet.h"
+#include "net_comm.h"
 #include "net_core.h"
+#include "net_time.h"
 #include "payload.h"
 #include "platform.h"
 #include "reduce.h"
@@ -28,6 +35,7 @@
 typedef struct coll_comm {
     uint32_t magic;
     int rank, nranks;
+    int dev;             /* this member's NIC (its listener's) */
     void **send, **recv; /* connections to and from every other member, by rank */
     uint64_t ops;        /* operations posted, for logs */
 } coll_comm;
@@ -46,6 +54,11 @@ typedef struct coll_request {
     char *gathered; /* the other members' data to reduce, by rank (this member's slot unused) */
     void **reqs;    /* this member's sends, then its receives; NULL once complete */
     int nreqs, pending;
+    /* modelled time: this member's way up (its NIC's start and end), the
+     * latest end of any member's seen so far, the bytes that come back */
+    const void *upload;
+    uint64_t up_start, up_end, last_end;
+    size_t down;
 } coll_request;
 
 static bool offered(void)
@@ -83,12 +96,14 @@ static void sleep_ms(void)
     nanosleep(&ms, NULL);
 }
 
-/* Post a message and wait until the plugin took it (a full comm answers NULL). */
-static ncclResult_t post(void *comm, bool send, void *data, size_t size, void **req)
+/* Post a message and wait until the plugin took it (a full comm answers
+ * NULL). A message arrives when its sender's data reached the switch. */
+static ncclResult_t post(void *comm, bool send, void *data, size_t size, uint64_t arrive, void **req)
 {
     int tag = COLL_TAG;
     for (;;) {
-        ncclResult_t rc = send ? fcn_isend(comm, data, size, tag, req) : fcn_irecv(comm, 1, &data, &size, &tag, req);
+        ncclResult_t rc = send ? fcn_isend_at(comm, data, size, tag, arrive, req)
+                               : fcn_irecv(comm, 1, &data, &size, &tag, req);
         if (rc != ncclSuccess || *req) return rc;
         sleep_ms();
     }
@@ -143,7 +158,7 @@ ncclResult_t fcn_collnet_connect(void *handles[], int nranks, int rank, void *li
             if (r == rank || c->send[r]) continue;
             rc = fcn_connect(0, handles[r], &c->send[r]);
             if (c->send[r]) {
-                rc = post(c->send[r], true, &me, sizeof me, &hello[r]);
+                rc = post(c->send[r], true, &me, sizeof me, 0, &hello[r]);
                 nsent++;
                 moved = true;
             }
@@ -153,7 +168,7 @@ ncclResult_t fcn_collnet_connect(void *handles[], int nranks, int rank, void *li
             rc = fcn_accept(listen_comm, &in);
             if (!in) break;
             accepted[naccepted] = in;
-            rc = post(in, false, &announced[naccepted], sizeof announced[0], &hello[rank]);
+            rc = post(in, false, &announced[naccepted], sizeof announced[0], 0, &hello[rank]);
             if (rc == ncclSuccess) rc = wait(hello[rank]);
             naccepted++;
             moved = true;
@@ -169,6 +184,7 @@ ncclResult_t fcn_collnet_connect(void *handles[], int nranks, int rank, void *li
             rc = ncclRemoteError;
         } else {
             c->recv[from] = accepted[i];
+            c->dev = ((fcn_comm *)accepted[i])->dev;
             accepted[i] = NULL;
         }
     }
@@ -221,9 +237,18 @@ static ncclResult_t exchange(coll_request *q, int r, const void *out, size_t out
 {
     coll_comm *c = q->c;
     ncclResult_t rc = ncclSuccess;
-    if (outBytes) rc = post(c->send[r], true, (void *)out, outBytes, &q->reqs[q->nreqs++]);
-    if (rc == ncclSuccess && inBytes) rc = post(c->recv[r], false, in, inBytes, &q->reqs[q->nreqs++]);
+    if (outBytes) rc = post(c->send[r], true, (void *)out, outBytes, q->up_end, &q->reqs[q->nreqs++]);
+    if (rc == ncclSuccess && inBytes) rc = post(c->recv[r], false, in, inBytes, 0, &q->reqs[q->nreqs++]);
     return rc;
+}
+
+/* This member's way up to the switch: `up` bytes of `data`; `down` come back. */
+static void time_upload(coll_request *q, const void *data, size_t up, size_t down)
+{
+    q->upload = data;
+    fcn_time_upload(q->c->dev, data, up, &q->up_start, &q->up_end);
+    q->last_end = q->up_end;
+    q->down = down;
 }
 
 static ncclResult_t request_start(coll_request *q, ncclResult_t rc, void **request)
@@ -258,6 +283,7 @@ ncclResult_t fcn_collnet_iallreduce(void *coll, void *send, void *recv, size_t c
     ncclResult_t rc = request_new(c, COLL_ALLREDUCE, bytes * (size_t)c->nranks, &q);
     if (rc != ncclSuccess) return rc;
     q->send = send, q->recv = recv, q->count = count, q->bytes = bytes, q->op = rop;
+    time_upload(q, send, bytes, bytes);
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++)
         if (r != c->rank) rc = exchange(q, r, send, bytes, q->gathered + (size_t)r * bytes, bytes);
     return request_start(q, rc, request);
@@ -290,6 +316,7 @@ ncclResult_t fcn_collnet_iallgather(void *coll, void *send, void *recv, size_t b
     q->recv = recv, q->bytes = bytes;
     share mine = share_of(c->rank, bytesPerRank, off, bytes);
     memmove((char *)recv + mine.lo, send, mine.hi - mine.lo);
+    time_upload(q, send, mine.hi - mine.lo, bytes);
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
         if (r == c->rank) continue;
         share theirs = share_of(r, bytesPerRank, off, bytes);
@@ -315,6 +342,7 @@ ncclResult_t fcn_collnet_ireducescatter(void *coll, void *send, void *recv, size
     if (rc != ncclSuccess) return rc;
     q->send = (const char *)send + mine.lo, q->recv = recv, q->count = n / esz, q->bytes = n;
     q->op = rop;
+    time_upload(q, send, bytes, n); /* the whole window goes up, this member's share comes back */
     for (int r = 0; r < c->nranks && rc == ncclSuccess; r++) {
         if (r == c->rank) continue;
         share theirs = share_of(r, bytesPerRank, off, bytes);
@@ -330,11 +358,13 @@ ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
     for (int i = 0; i < q->nreqs; i++) {
         if (!q->reqs[i]) continue;
         int d = 0;
-        ncclResult_t rc = fcn_test(q->reqs[i], &d, NULL);
+        uint64_t arrive = 0;
+        ncclResult_t rc = fcn_test_at(q->reqs[i], &d, NULL, &arrive);
         if (rc != ncclSuccess) return rc;
         if (d) {
             q->reqs[i] = NULL;
             q->pending--;
+            if (arrive > q->last_end) q->last_end = arrive;
         }
     }
     *done = q->pending == 0;
@@ -346,6 +376,10 @@ ncclResult_t fcn_collnet_test(void *request, int *done, int *size)
         for (int r = 0; r < q->c->nranks; r++) srcs[r] = r == q->c->rank ? q->send : q->gathered + (size_t)r * q->bytes;
         fc_reduce(&q->op, q->recv, srcs, q->c->nranks, q->count, false, false);
         free(srcs);
+    }
+    if (fcn_time_on()) {
+        fcn_time_sent(q->upload, q->up_end);
+        fcn_time_received(q->recv, fcn_time_reduced(q->c->dev, q->last_end, q->up_start, q->down));
     }
     if (size) *size = (int)q->bytes;
     request_free(q);

@@ -71,9 +71,13 @@ ncclResult_t fcn_close_comm(void *comm); /* send or recv comm */
 ncclResult_t fcn_reg_mr(void *comm, void *data, size_t size, int type, void **mhandle);
 ncclResult_t fcn_dereg_mr(void *comm, void *mhandle);
 ncclResult_t fcn_isend(void *send_comm, void *data, size_t size, int tag, void **request);
+/* The same for a message whose modelled arrival the caller decided (CollNet's). */
+ncclResult_t fcn_isend_at(void *send_comm, void *data, size_t size, int tag, uint64_t arrive, void **request);
 ncclResult_t fcn_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
                        void **request);
 ncclResult_t fcn_iflush(void *recv_comm, int n, void **data, const int *sizes, void **request);
 ncclResult_t fcn_test(void *request, int *done, int *sizes);
+/* The same, with a completed receive's modelled arrival (0: untimed). */
+ncclResult_t fcn_test_at(void *request, int *done, int *sizes, uint64_t *arrive);
 
 #endif

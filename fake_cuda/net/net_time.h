@@ -23,4 +23,14 @@ void fcn_time_sent(const void *data, uint64_t sent);
 /* A message that arrives at `arrive` was received into `data`. */
 void fcn_time_received(const void *data, uint64_t arrive);
 
+/* CollNet (in-network reduction): a member sends `bytes` of `data` up to the
+ * switch on NIC `dev` from when they are ready: when its NIC starts and ends. */
+void fcn_time_upload(int dev, const void *data, size_t bytes, uint64_t *start, uint64_t *end);
+/* When the switch's result (`down` bytes) has reached this member: the
+ * switch reduces as the data streams in and sends the result on at once, so
+ * its last byte follows the last member's last byte up (`last_end`), or this
+ * member's own start (`start`) by the result's time on the link, each way's
+ * latency and the switch's own. */
+uint64_t fcn_time_reduced(int dev, uint64_t last_end, uint64_t start, size_t down);
+
 #endif

@@ -201,6 +201,7 @@ static ncclResult_t progress_recv(fcn_comm *c)
         if (c->frame.packed && !fcn_sparse_unpack(c->packed, c->frame.wire, r->data, c->frame.size))
             return fail(c, ncclInternalError, "corrupt message without payload", 0);
         fcn_time_received(r->data, c->frame.arrive);
+        r->arrive = c->frame.arrive;
         complete(c, 0, c->frame.size);
         c->rx_state = FCN_RX_HEADER;
     }
@@ -234,7 +235,8 @@ static fcn_comm *checked(void *comm, int kind)
 
 /* Queue a send/recv and start moving it at once (a small message usually
  * leaves before isend returns). */
-static ncclResult_t post(fcn_comm *c, int kind, void *data, size_t size, int tag, void **request)
+static ncclResult_t post(fcn_comm *c, int kind, void *data, size_t size, int tag, const uint64_t *arrive,
+                         void **request)
 {
     pthread_mutex_lock(&c->lock);
     ncclResult_t rc = c->error;
@@ -243,7 +245,8 @@ static ncclResult_t post(fcn_comm *c, int kind, void *data, size_t size, int tag
         r->data = data;
         r->size = size;
         r->tag = tag;
-        if (kind == FCN_REQ_SEND) fcn_time_send(c->dev, data, size, &r->arrive, &r->sent);
+        if (kind == FCN_REQ_SEND && arrive) r->arrive = *arrive; /* timed by the caller */
+        else if (kind == FCN_REQ_SEND) fcn_time_send(c->dev, data, size, &r->arrive, &r->sent);
         c->queue[c->nqueued++] = (int)(r - c->req);
         rc = progress(c);
         if (rc != ncclSuccess) r->kind = FCN_REQ_FREE; /* the caller gets the error, not r */
@@ -260,7 +263,14 @@ ncclResult_t fcn_isend(void *send_comm, void *data, size_t size, int tag, void *
 {
     fcn_comm *c = checked(send_comm, FCN_SEND_COMM);
     if (!c || !request || (size && !data)) return ncclInvalidArgument;
-    return post(c, FCN_REQ_SEND, data, size, tag, request);
+    return post(c, FCN_REQ_SEND, data, size, tag, NULL, request);
+}
+
+ncclResult_t fcn_isend_at(void *send_comm, void *data, size_t size, int tag, uint64_t arrive, void **request)
+{
+    fcn_comm *c = checked(send_comm, FCN_SEND_COMM);
+    if (!c || !request || (size && !data)) return ncclInvalidArgument;
+    return post(c, FCN_REQ_SEND, data, size, tag, &arrive, request);
 }
 
 ncclResult_t fcn_irecv(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
@@ -272,7 +282,7 @@ ncclResult_t fcn_irecv(void *recv_comm, int n, void **data, const size_t *sizes,
         FCN_WARN("irecv: %d grouped receives, but the plugin reports maxRecvs %d", n, FCN_MAX_RECVS);
         return ncclInvalidUsage;
     }
-    return post(c, FCN_REQ_RECV, data[0], sizes[0], tags[0], request);
+    return post(c, FCN_REQ_RECV, data[0], sizes[0], tags[0], NULL, request);
 }
 
 /* Received bytes are in ordinary memory once recv() returned: nothing to
@@ -295,7 +305,9 @@ ncclResult_t fcn_iflush(void *recv_comm, int n, void **data, const int *sizes, v
     return ncclSuccess;
 }
 
-ncclResult_t fcn_test(void *request, int *done, int *sizes)
+ncclResult_t fcn_test(void *request, int *done, int *sizes) { return fcn_test_at(request, done, sizes, NULL); }
+
+ncclResult_t fcn_test_at(void *request, int *done, int *sizes, uint64_t *arrive)
 {
     fcn_request *r = request;
     if (!r || !done) return ncclInvalidArgument;
@@ -309,6 +321,7 @@ ncclResult_t fcn_test(void *request, int *done, int *sizes)
     *done = rc == ncclSuccess && r->done;
     if (*done) {
         if (sizes) sizes[0] = r->nbytes > (size_t)INT32_MAX ? INT32_MAX : (int)r->nbytes;
+        if (arrive) *arrive = r->arrive;
         r->kind = FCN_REQ_FREE;
     }
     pthread_mutex_unlock(&c->lock);

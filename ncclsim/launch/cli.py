@@ -29,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clock", choices=CLOCKS, default="wall",
                    help="the time the ranks' programs read: 'wall' (default: the emulation's own) or 'model' "
                         "(what the simulated cluster would take: clock reads, CUDA events and so nccl-tests' "
-                        "and the probe's times, and each NCCL kernel's time in the report; not with --collnet yet)")
+                        "and the probe's times, and each NCCL kernel's time in the report)")
     p.add_argument("--timeline", action="store_true",
                    help="with --clock model: also record every step of NCCL's kernels per channel in the "
                         "ranks' timelines (the report merges them into timeline.json, a trace for "

@@ -51,9 +51,6 @@ class LaunchOptions:
             raise LaunchError(f"--gpus-per-process must be at least 1, got {self.gpus_per_process}")
         if self.clock not in CLOCKS:
             raise LaunchError(f"--clock must be one of {', '.join(CLOCKS)}, got {self.clock!r}")
-        if self.clock == "model" and self.collnet:
-            raise LaunchError("--clock model does not model CollNet's in-network reductions yet: leave out "
-                              "--collnet (or use --clock wall)")
         if self.timeline and self.clock != "model":
             raise LaunchError("--timeline records modelled time: it needs --clock model")
         if self.timeout < 0:
