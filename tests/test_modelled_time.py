@@ -243,3 +243,18 @@ def test_ring_and_tree_cross_where_nccl_says(run_cli, tmp_path: Path) -> None:
         mine = forced[algo.title()][("AllReduce", size, algo)]["time_us"]
         theirs = forced[other.title()][("AllReduce", size, other)]["time_us"]
         assert mine <= theirs * 1.05, (size, algo, mine, other, theirs)
+
+
+@pytest.mark.e2e
+def test_shared_memory_steps_wait_for_their_peer(run_cli, tmp_path: Path) -> None:
+    """SHM connections (P2P off): whether NCCL's segments are cuMem host
+    memory or files it maps and registers (NCCL_CUMEM_ENABLE=0), the time
+    board names their slots alike in both processes, so a step waits for the
+    peer's data: the same times either way, and a small AllReduce is not free."""
+    shm = {"NCCL_P2P_DISABLE": "1", "NCCL_NVLS_ENABLE": "0"}
+    sizes = [8, 65536]
+    cumem, _ = _timings(run_cli, tmp_path, "cumem", 1, 2, sizes, "--no-payload", env=shm)
+    files, _ = _timings(run_cli, tmp_path, "files", 1, 2, sizes, "--no-payload", env={**shm, "NCCL_CUMEM_ENABLE": "0"})
+    assert cumem.keys() == files.keys() and len(cumem) == len(sizes), (cumem.keys(), files.keys())
+    for key, t in cumem.items():
+        assert t["time_us"] > 0.5 and files[key]["time_us"] == pytest.approx(t["time_us"], rel=0.05), (key, t, files[key])

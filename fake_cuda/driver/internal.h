@@ -125,6 +125,9 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
 /* The time board's key of byte `off` of the memfd with inode `ino` (0: none fits). */
 uint64_t fc_memory_key(uint64_t ino, uint64_t off);
+/* Inodes of files other than memfds (registered host memory) are named
+ * ino | FC_FILE_INODES, and must be below it. */
+#define FC_FILE_INODES (1ull << 22)
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
 void fc_mem_unreserve(CUdevice dev, size_t size);

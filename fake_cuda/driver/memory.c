@@ -30,11 +30,44 @@ static size_t lower_bound(uintptr_t addr) /* first index with base >= addr */
     return lo;
 }
 
+/* Registered host memory mapped from a file (NCCL's shared-memory segments,
+ * which every process of a connection maps and registers): the file's inode
+ * and the range's offset in it, from the process's memory map; false when
+ * the range is not one file mapping. */
+static bool mapped_file(uintptr_t base, size_t size, uint64_t *ino, size_t *offset)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        unsigned long start, end, off, inode;
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %lu", &start, &end, &off, &inode) != 4) continue;
+        if (base < start || base >= end) continue;
+        found = inode && base + size <= end;
+        *ino = inode;
+        *offset = off + (base - start);
+        break;
+    }
+    fclose(f);
+    return found;
+}
+
 /* Whose memory a range is (device ordinal, -1 host) and its memfd's inode. */
 static void identify(fc_alloc *a)
 {
     a->home = a->kind == FC_MEM_HOST_ALLOC || a->kind == FC_MEM_HOST_REGISTERED ? -1 : a->device;
     a->ino = 0;
+    if (a->kind == FC_MEM_HOST_REGISTERED) {
+        uint64_t ino;
+        size_t offset;
+        /* a file's inode is named apart from the memfds' (another file system) */
+        if (mapped_file(a->base, a->size, &ino, &offset) && ino < FC_FILE_INODES) {
+            a->ino = ino | FC_FILE_INODES;
+            a->offset = offset;
+        }
+        return;
+    }
     /* a multicast range is named by its object's shared state, the same in every member */
     int fd = a->kind == FC_MEM_MULTICAST && a->handle ? ((const fc_vmm_handle *)a->handle)->fd : a->fd;
     struct stat st;
