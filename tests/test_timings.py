@@ -39,8 +39,10 @@ MIB = 1 << 20
 
 # Per rank: AllReduce of 1 MiB (262144 floats) three times; medians 20, 25, 6 us.
 ALLREDUCE_US = {0: [10.0, 20.0, 100.0], 1: [12.0, 25.0, 26.0], 2: [5.0, 6.0, 7.0]}
-# AllGather of 65536 floats per rank (768 KiB in all): medians 30, 40, 35 us.
+# AllGather of 65536 floats per rank (768 KiB in all), once: rank 2 starts 5 us
+# late and ends last, 35 us after it started (rank 1 waited for it).
 ALLGATHER_US = {0: [30.0], 1: [40.0], 2: [35.0]}
+ALLGATHER_START = {0: 1000.0, 1: 1000.0, 2: 1005.0}
 
 
 def _kernel(rank: int, coll: str, count: int, dur: float, ts: float, works: int = 1,
@@ -58,7 +60,7 @@ def _step(channel: int, ts: float) -> dict[str, Any]:
 
 def _timeline_lines(rank: int) -> list[str]:
     events = [_kernel(rank, "AllReduce", 262144, d, 100.0 * i) for i, d in enumerate(ALLREDUCE_US[rank])]
-    events += [_kernel(rank, "AllGather", 65536, d, 1000.0) for d in ALLGATHER_US[rank]]
+    events += [_kernel(rank, "AllGather", 65536, d, ALLGATHER_START[rank]) for d in ALLGATHER_US[rank]]
     events += [_kernel(rank, "SendRecv", 4096, 3.0, 1100.0, algo="", proto="", type_size=1)]
     # Two grouped collectives in one kernel: no timing of its own (a count no other kernel has).
     events += [_kernel(rank, "AllReduce", 999, 500.0, 1200.0, works=2)]
@@ -104,12 +106,13 @@ def test_run_json_timings(run_dir: Path) -> None:
     assert doc["clock"] == "model" and doc["timeline"] == "timeline.json"
     ar = _timing(doc, "AllReduce")  # the 2-works kernel left no entry of its own
     assert ar["bytes"] == MIB and ar["type"] == "float" and (ar["algorithm"], ar["protocol"]) == ("RING", "SIMPLE")
-    assert ar["time_us"] == 25.0 and ar["samples"] == 9  # the slowest rank's median
+    # calls end at 12, 125 and 300 us, each started at 0, 100, 200 by every rank: 12, 25, 100
+    assert ar["time_us"] == 25.0 and ar["samples"] == 9
     assert ar["algbw_GBps"] == pytest.approx(MIB / 25e-6 / 1e9, abs=1e-3)
     assert ar["busbw_GBps"] == pytest.approx(MIB / 25e-6 / 1e9 * 2 * 2 / 3, abs=1e-3)  # 2(n-1)/n
     ag = _timing(doc, "AllGather")
-    assert ag["bytes"] == 65536 * 4 * NRANKS and ag["time_us"] == 40.0
-    assert ag["busbw_GBps"] == pytest.approx(ag["bytes"] / 40e-6 / 1e9 * 2 / 3, abs=1e-3)  # (n-1)/n
+    assert ag["bytes"] == 65536 * 4 * NRANKS and ag["time_us"] == 35.0  # from the last start, 1005, to 1040
+    assert ag["busbw_GBps"] == pytest.approx(ag["bytes"] / 35e-6 / 1e9 * 2 / 3, abs=1e-3)  # (n-1)/n
     sr = _timing(doc, "SendRecv")
     assert sr["bytes"] == 4096 and sr["busbw_GBps"] == sr["algbw_GBps"]
     assert [t["collective"] for t in doc["timings"]] == ["AllGather", "AllReduce", "SendRecv"]  # NCCL's order
@@ -136,7 +139,7 @@ def test_timeline_json_merges_ranks(run_dir: Path) -> None:
 def test_summary_shows_modelled_time(run_dir: Path) -> None:
     text = summary_text(build_report(run_dir))
     table = text[text.index("Modelled time"):].splitlines()
-    assert table[2].split() == ["AllGather", "768", "KiB", "RING/SIMPLE", "40.0", "13.1"]
+    assert table[2].split() == ["AllGather", "768", "KiB", "RING/SIMPLE", "35.0", "15.0"]
     assert table[3].split() == ["AllReduce", "1", "MiB", "RING/SIMPLE", "25.0", "55.9"]
     assert "timeline.json" in text and "ui.perfetto.dev" in text
 

@@ -130,7 +130,7 @@ class Timing:
     algorithm: str
     protocol: str
     nranks: int
-    time_us: float  # the slowest rank's median kernel time
+    time_us: float  # the median call, from its last rank's kernel start to its last rank's end
     algbw_gbps: float
     busbw_gbps: float
     samples: int  # kernels measured, all ranks together

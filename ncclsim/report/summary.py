@@ -185,7 +185,8 @@ def _timings(report: Report) -> list[str]:
             by_coll.setdefault(t.collective, []).append(t)
         shown = [t for items in by_coll.values() for t in _spread(items, TIMINGS_PER_COLLECTIVE)]
     several = len({t.nranks for t in report.timings}) > 1
-    lines = ["Modelled time (the slowest rank's median kernel; nccl-tests' size and bus bandwidth):",
+    lines = ["Modelled time (median call, from its last rank's kernel start to the last end; "
+             "nccl-tests' size and bus bandwidth):",
              f"  {'collective':<14} {'size':>9}  {'algo/proto':<17} {'time us':>10} {'busbw GB/s':>11}"]
     for t in shown:
         ranks = f"  {t.nranks} ranks" if several else ""

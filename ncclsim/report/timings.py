@@ -1,10 +1,13 @@
 """Modelled kernel times turned into nccl-tests' numbers: the size column,
 the time, and the algorithm and bus bandwidths (nccl-tests' doc/PERFORMANCE.md).
 
-A rank's time for a collective at a size is the median of its kernels (a
-first call's connection set-up does not move it); the collective's time is
-the slowest rank's, since the collective ends when its last rank does. Kernels that ran several grouped
-collectives (`works` > 1) describe only the first: they are left out.
+The ranks' kernels of one collective at one size are its calls, in order
+(each rank's n-th is the n-th call). A call takes from when its last rank's
+kernel started (before that, the ranks that came early only wait for it) to
+when its last rank's kernel ended; the collective's time is the median of its
+calls (a first call's connection set-up does not move it). Kernels that ran
+several grouped collectives (`works` > 1) describe only the first: they are
+left out.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ class Kernel:
     algorithm: str
     protocol: str
     nranks: int
+    start_us: float
     dur_us: float
 
 
@@ -65,7 +69,8 @@ def kernel_of(event: Mapping[str, Any], who: Hashable) -> Optional[Kernel]:
         return Kernel(who=(who, args.get("comm"), int(args["rank"])), collective=coll,
                       nbytes=size_bytes(coll, int(args["count"]), int(args["type_size"]), nranks),
                       dtype=str(args.get("type", "")), algorithm=str(args.get("algo", "")),
-                      protocol=str(args.get("proto", "")), nranks=nranks, dur_us=float(event["dur"]))
+                      protocol=str(args.get("proto", "")), nranks=nranks, start_us=float(event["ts"]),
+                      dur_us=float(event["dur"]))
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -78,15 +83,17 @@ def _order(key: tuple[str, int, str, str, str, int]) -> tuple[Any, ...]:
 
 def timings(kernels: Iterable[Kernel]) -> tuple[Timing, ...]:
     """One Timing per collective, size, type, algorithm, protocol and communicator size."""
-    durations: dict[tuple[str, int, str, str, str, int], dict[Hashable, list[float]]] = {}
+    by_key: dict[tuple[str, int, str, str, str, int], dict[Hashable, list[Kernel]]] = {}
     for k in kernels:
         key = (k.collective, k.nbytes, k.dtype, k.algorithm, k.protocol, k.nranks)
-        durations.setdefault(key, {}).setdefault(k.who, []).append(k.dur_us)
+        by_key.setdefault(key, {}).setdefault(k.who, []).append(k)
     out = []
-    for key in sorted(durations, key=_order):
+    for key in sorted(by_key, key=_order):
         coll, nbytes, dtype, algo, proto, nranks = key
-        per_rank = durations[key].values()
-        time_us = max(statistics.median(d) for d in per_rank)
+        per_rank = [sorted(ks, key=lambda k: k.start_us) for ks in by_key[key].values()]
+        calls = zip(*per_rank)  # the n-th kernel of every rank (as many calls as the rank with fewest)
+        time_us = statistics.median(max(k.start_us + k.dur_us for k in call) - max(k.start_us for k in call)
+                                    for call in calls)
         algbw = nbytes / (time_us * 1e-6) / 1e9 if time_us > 0 else 0.0
         out.append(Timing(coll, nbytes, dtype, algo, proto, nranks, round(time_us, 3), round(algbw, 3),
                           round(algbw * bus_factor(coll, nranks), 3), sum(len(d) for d in per_rank)))
