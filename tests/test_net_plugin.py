@@ -31,6 +31,9 @@ from pathlib import Path
 PLUGIN = "libnccl-net-ncclsim.so"
 VERSIONS = tuple(range(5, 13))  # every version the plugin exports
 SIZES = (0, 1, 1 << 20, 64 << 20)
+# Without payload (NCCLSIM_NO_PAYLOAD) the harness builds its sparse messages
+# word by word: smaller, and the largest ends in a short word.
+SPARSE_SIZES = (0, 1, 1 << 16, (1 << 20) + 5)
 
 # ---- NCCL's plugin ABI (from NVIDIA/nccl ext-net/example/nccl/net_v*.h and
 # plugins/net/example/nccl/net_v*.h). Vtables other than v5 and v12 are
@@ -256,6 +259,8 @@ def sparse(data: bytes) -> bytes:
 
 NO_PAYLOAD = os.environ.get("NCCLSIM_NO_PAYLOAD") == "1"
 STALE = 0xAA  # what a receive buffer holds before the message
+if NO_PAYLOAD:
+    SIZES = SPARSE_SIZES
 
 
 def message(seed: int, n: int) -> bytes:
