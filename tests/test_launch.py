@@ -229,6 +229,24 @@ def test_cross_host_collectives_on_presets(run_cli, leftovers, tmp_path: Path, p
 
 
 @pytest.mark.e2e
+def test_one_dgx_b200_initialises_nccl(run_cli, leftovers, tmp_path: Path) -> None:
+    """8 x B200 (sm_100) on NVLink 5 switches: NCCL initialises, sees every
+    NVLink, and the built-in probe's AllReduce results check."""
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--run-dir", str(run), "--preset", "dgx-b200", "--hosts", "1",
+                   "--gpus", "8", "--timeout", "300", timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = (run / "ranks" / "0" / "stdout").read_text()
+    assert out.count(" checked") == 4, out[-3000:]  # AllReduce, 8 B to 16 MiB
+    report = _report(run_cli, run)
+    assert all(c["ok"] for c in report["checks"]), report["checks"]
+    assert {g["sm"] for g in report["topology"]["gpus"]} == {100}
+    assert report["topology"]["nvlinks"] == 8 * 18
+    assert report["nvls"]["supported"], report["nvls"]  # B200s on NVSwitches offer multicast
+    leftovers.assert_none(run)
+
+
+@pytest.mark.e2e
 @pytest.mark.parametrize("algo,proto", [("Ring", None), ("Tree", None), ("Tree", "Simple")])
 def test_four_hosts_by_algorithm(run_cli, leftovers, tmp_path: Path, algo: str, proto: Optional[str]) -> None:
     """4 x 8 with the algorithm (and protocol) forced: AllReduce completes."""

@@ -149,20 +149,20 @@ def test_two_hosts_run_at_the_nics_rate(run_cli, tmp_path: Path) -> None:
 
 @pytest.mark.e2e
 def test_collnet_sends_each_hosts_data_up_once(run_cli, tmp_path: Path) -> None:
-    """3 hosts x 2 GPUs with switches that reduce (--collnet): CollNet Direct
+    """2 hosts x 2 GPUs with switches that reduce (--collnet): CollNet Direct
     sends each host's data through its NICs once, up to the switch, and gets
     the result back while it streams; a Ring crosses the NICs 2(n-1)/n times
     the data. So CollNet's bus bandwidth beats the Ring's, and stays within
     what the host's two NICs carry, counted as bus bandwidth."""
     env = {"NCCL_COLLNET_ENABLE": "1"}
     size = 16 << 20
-    collnet, _ = _timings(run_cli, tmp_path, "collnet", 3, 2, [size], "--collnet", "--no-payload",
+    collnet, _ = _timings(run_cli, tmp_path, "collnet", 2, 2, [size], "--collnet", "--no-payload",
                           env={**env, "NCCL_ALGO": "CollNetDirect"})
-    ring, _ = _timings(run_cli, tmp_path, "ring", 3, 2, [size], "--collnet", "--no-payload",
+    ring, _ = _timings(run_cli, tmp_path, "ring", 2, 2, [size], "--collnet", "--no-payload",
                        env={**env, "NCCL_ALGO": "Ring"})
     c, r = collnet[("AllReduce", size, "COLLNET_DIRECT")], ring[("AllReduce", size, "RING")]
     host_nics = 2 * 400 / 8 * constant("nic_efficiency")  # GB/s
-    assert r["busbw_GBps"] < c["busbw_GBps"] <= host_nics * 2 * 5 / 6, (c, r)
+    assert r["busbw_GBps"] < c["busbw_GBps"] <= host_nics * 2 * 3 / 4, (c, r)
 
 
 def _timings(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,
@@ -182,7 +182,7 @@ def test_without_payload_the_times_stay_and_the_timeline_shows_every_step(run_cl
     """2 hosts x 2 GPUs: moving no data changes no modelled time; the report's
     timings follow size; the merged timeline has every rank's kernels, and
     every step lies inside its rank's kernel."""
-    sizes = [8, 1 << 20, 32 << 20]
+    sizes = [8, 1 << 20, 8 << 20]
     bare, proc = _timings(run_cli, tmp_path, "bare", 2, 2, sizes, "--no-payload", "--timeline")
     assert "not checked: no payload moves" in proc.stdout + proc.stderr + (
         tmp_path / "bare" / "ranks" / "0" / "stdout").read_text()
@@ -232,7 +232,7 @@ def test_ring_and_tree_cross_where_nccl_says(run_cli, tmp_path: Path) -> None:
     """4 hosts of one GPU: NCCL picks Tree for small AllReduces and Ring for
     large ones; at every size the algorithm it picks is (within a few
     percent) the faster of the two when each is forced."""
-    sizes = [8, 4096, 65536, 1 << 20, 8 << 20]
+    sizes = [8, 4096, 65536, 1 << 20]
     picked, _ = _timings(run_cli, tmp_path, "picked", 4, 1, sizes, "--no-payload")
     forced = {algo: _timings(run_cli, tmp_path, algo, 4, 1, sizes, "--no-payload", env={"NCCL_ALGO": algo})[0]
               for algo in ("Ring", "Tree")}

@@ -32,11 +32,55 @@ def test_models_load(catalog: GpuCatalog) -> None:
     assert catalog.get("NVIDIA L40S").nvlinks == 0
 
 
+# Each model's cited values (its "source" in gpu_models.json): compute capability,
+# memory in bytes, SMs, NVLinks, NVLink generation, PCIe generation, PCI device id.
+CITED = {
+    "v100": (70, 34089730048, 80, 6, 2, 3, 0x1DB5),
+    "a100-40gb": (80, 42505273344, 108, 12, 3, 4, 0x20B0),
+    "a100-pcie": (80, 84974239744, 108, 12, 3, 4, 0x20B5),
+    "a10g": (86, 22723 << 20, 80, 0, 0, 4, 0x2237),
+    "l4": (89, 23612293120, 58, 0, 0, 4, 0x27B8),
+    "h100-pcie": (90, 81008 << 20, 114, 12, 4, 5, 0x2331),
+    "h100-nvl": (90, 99861594112, 132, 12, 4, 5, 0x2321),
+    "h20": (90, 97285 << 20, 78, 18, 4, 5, 0x2329),
+    "h200": (90, 143156 << 20, 132, 18, 4, 5, 0x2335),
+    "b200": (100, 182642 << 20, 148, 18, 5, 5, 0x2901),
+    "gb200": (100, 185998508032, 152, 18, 5, 5, 0x2941),
+}
+
+
+@pytest.mark.parametrize("key", sorted(CITED))
+def test_model_has_its_cited_values(catalog: GpuCatalog, key: str) -> None:
+    m = catalog.get(key)
+    sm, memory, sms, nvlinks, nvlink_version, pcie_gen, device = CITED[key]
+    assert (m.sm, m.total_memory, m.nvlinks, m.nvlink_version, m.pcie_gen, m.pci_device_id) == (
+        sm, memory, nvlinks, nvlink_version, pcie_gen, device)
+    a = m.attributes
+    assert (a["COMPUTE_CAPABILITY_MAJOR"], a["COMPUTE_CAPABILITY_MINOR"]) == divmod(sm, 10)
+    assert a["MULTIPROCESSOR_COUNT"] == sms
+    assert a["CLOCK_RATE"] == 1000 * m.max_clocks_mhz.sm
+    assert a["MEMORY_CLOCK_RATE"] == 1000 * m.max_clocks_mhz.memory
+    # Only boards on an NVSwitch fabric (SXM, 18 links) join multicast objects.
+    assert m.multicast is (nvlinks == 18)
+    assert m.source and catalog.get(m.name) is m  # cited, and found by the name NVML shows
+
+
+def test_catalog_lists_each_capabilitys_reference_model_first(catalog: GpuCatalog) -> None:
+    """Importers that only know a compute capability or an NVLink count take the
+    first model that has it: the existing models keep their place."""
+    assert catalog.keys()[:3] == ["h100", "a100", "l40s"]
+    first_by_sm = {}
+    for m in catalog:
+        first_by_sm.setdefault(m.sm, m.key)
+    assert first_by_sm == {90: "h100", 80: "a100", 89: "l40s", 70: "v100", 86: "a10g",
+                           100: "b200"}
+
+
 def test_unknown_model_is_a_user_error(catalog: GpuCatalog) -> None:
     with pytest.raises(UnknownModelError, match="known: h100"):
-        catalog.get("v100")
+        catalog.get("p100")
     with pytest.raises(NcclsimError):
-        default_platform(0, 8, "v100", catalog)
+        default_platform(0, 8, "p100", catalog)
 
 
 # ---- default rule ----
@@ -155,7 +199,7 @@ def test_reader_defaults(catalog: GpuCatalog) -> None:
 
 @pytest.mark.parametrize("text, where, problem", [
     ("[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\ncolour = red\n", ":4:", "unknown key"),
-    ("[gpu]\nmodel = v100\n", ":2:", "unknown GPU model"),
+    ("[gpu]\nmodel = p100\n", ":2:", "unknown GPU model"),
     ("[gpu]\nmodel = h100\nbus_id = 18\n", ":3:", "bus id"),
     ("[platform]\nhost_index = 70000\n", ":2:", "host_index"),
     ("[gpu]\nmodel = h100\nbus_id = 0:18:0.0\n[gpu]\nmodel = h100\nbus_id = 0000:18:00.0\n",

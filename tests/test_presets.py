@@ -47,6 +47,8 @@ EXPECTED = {
     "dgx-a100": Expected("a100", 8, 12, 6, 8, 200_000, 12, 2, "AuthenticAMD", False),
     "hgx-h100-4nic": Expected("h100", 8, 18, 4, 4, 400_000, 4, 2, "GenuineIntel", True),
     "pcie-l40s": Expected("l40s", 8, 0, 0, 2, 200_000, 4, 2, "GenuineIntel", False),
+    "dgx-h200": Expected("h200", 8, 18, 4, 8, 400_000, 8, 2, "GenuineIntel", True),
+    "dgx-b200": Expected("b200", 8, 18, 2, 8, 400_000, 4, 2, "GenuineIntel", True),
 }
 PRESETS = sorted(EXPECTED)
 
@@ -83,6 +85,18 @@ def test_shared_nics_sit_beside_their_gpu_pair(no_sys_pci: Path) -> None:
     for nic in host.nics:
         below = host.device(nic.switch).children  # type: ignore[union-attr, arg-type]
         assert sum(b in {g.bus_id for g in host.gpus} for b in below) == 2
+
+
+def test_dgx_b200_is_nvlink5_with_two_gpus_and_nics_per_switch(no_sys_pci: Path) -> None:
+    host = _host("dgx-b200", no_sys_pci)
+    assert {g.sm for g in host.gpus} == {100}
+    # 9 of each GPU's 18 NVLinks to each of the 2 NVLink 5 switches
+    assert {tuple(link.count for link in g.nvlinks) for g in host.gpus} == {(9, 9)}
+    for switch in host.switches:
+        below = set(host.device(switch.bus_id).children)  # type: ignore[union-attr]
+        assert len(below & {g.bus_id for g in host.gpus}) == 2
+        assert len(below & {n.bus_id for n in host.nics}) == 2
+    assert {s.model_id for s in host.sockets} == {0xCF}  # Emerald Rapids
 
 
 @pytest.mark.parametrize("preset", PRESETS)

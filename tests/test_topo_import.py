@@ -19,7 +19,9 @@ from ncclsim.cluster.model import CpuSocket, Host, PciSwitch
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir
 from ncclsim.platform.env import with_host_preload
 from ncclsim.platform.pci import PciAddress
+from ncclsim.platform.models import GpuCatalog
 from ncclsim.topology.importers import ImportResult, import_topology
+from ncclsim.topology.importers.reference import model_by_device, model_by_sm
 
 RunCli = Callable[..., "subprocess.CompletedProcess[str]"]
 
@@ -264,7 +266,7 @@ def test_nvidia_smi_needs_the_model_when_nvlink_does_not_tell(run_cli: RunCli,
     (tmp_path / "pcie.txt").write_text(text)
     _one_error_line(run_cli("topo", "import", "pcie.txt", "-o", "pcie.yaml"),
                     r"pcie\.txt: `nvidia-smi topo -m` does not name the GPU model .* give "
-                    r"--gpu-model \(h100, a100, l40s\)")
+                    r"--gpu-model \(h100, a100, l40s, v100, .*, b200, gb200\)")
     assert not (tmp_path / "pcie.yaml").exists()
     proc = run_cli("topo", "import", "pcie.txt", "-o", "pcie.yaml", "--gpu-model", "l40s")
     assert proc.returncode == 0, proc.stderr
@@ -316,9 +318,8 @@ def test_azure_ndv4_style_file(tmp_path: Path) -> None:
 def test_hand_written_bare_metal_file(tmp_path: Path) -> None:
     result = _import(DATA / "hand-written-h200-4gpu.xml", tmp_path)
     host = result.host
-    assert {g.model for g in host.gpus} == {"h100"}
-    assert any(n.startswith("H200 GPUs (device 0x2335) are presented as h100")
-               for n in result.notes)
+    assert {g.model for g in host.gpus} == {"h200"}  # device 0x2335: a model of its own
+    assert not any("are presented as" in n for n in result.notes)
     assert any("2 <net> (ports)" in n for n in result.notes)
     assert any("class 0x010802" in n and "left out" in n for n in result.notes)
     # Direct GPU-GPU NVLinks, 6 to each peer.
@@ -345,6 +346,16 @@ def test_a_real_nccl_dump_without_topology_file(tmp_path: Path) -> None:
         assert fragment in notes
 
 
+def test_gpu_model_by_device_id_variant_or_capability(catalog: GpuCatalog) -> None:
+    assert model_by_device(catalog, 0x2335) == (catalog.get("h200"), None)
+    assert model_by_device(catalog, 0x2324) == (catalog.get("h100"), "H800")  # a variant
+    assert model_by_device(catalog, 0x1234) is None
+    # By compute capability: the first model of it in the catalog
+    firsts = [model_by_sm(catalog, sm) for sm in (90, 80, 89, 100)]
+    assert [m.key if m else None for m in firsts] == ["h100", "a100", "l40s", "b200"]
+    assert model_by_sm(catalog, 75) is None
+
+
 # ---- what cannot be imported ----
 
 NOT_XML = '<system version="1">\n  <cpu numaid="0">\n    <pci busid="0000:18:00.0">\n</system>\n'
@@ -367,7 +378,7 @@ SMI_HEAD = "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n"
     ("gpu.xml", GPU_XML.format(device="0x2330").replace('"0000:18:00.0"', '"18:00.0"'), [],
      r'gpu\.xml:3: <pci> busid="18:00\.0": expected a PCI bus id'),
     ("gpu.xml", GPU_XML.format(device="0x2330"), ["--gpu-model", "h900"],
-     r"unknown GPU model 'h900' \(known: h100, a100, l40s\)"),
+     r"unknown GPU model 'h900' \(known: h100, a100, l40s, .*\)"),
     ("notes.txt", "GPU topology of my machine\n", [],
      r"notes\.txt: neither an NCCL topology XML .* nor the output of `nvidia-smi topo -m`"),
     ("smi.txt", SMI_HEAD + "GPU0\t X \tNV18\tPIX\t0-7\t0\nGPU1\tNV18\t X \tPIQ\t0-7\t0\n", [],

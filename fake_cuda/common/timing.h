@@ -14,7 +14,7 @@
     X(hbm_gbps) X(payload_ll) X(payload_ll128) X(payload_simple) X(channel_gbps_ll)              \
     X(channel_gbps_ll128) X(channel_gbps_simple) X(step_latency_us_ll) X(step_latency_us_ll128) \
     X(step_latency_us_simple) X(step_latency_us_nvls) X(nic_efficiency) X(net_latency_us)       \
-    X(collnet_switch_us)
+    X(collnet_switch_us) X(nvlink5_gbps_per_link)
 
 typedef struct {
 #define FC_TIMING_FIELD_(name) double name;

@@ -50,7 +50,9 @@ static double nvlink_gbps_of(const fc_gpu *a, const fc_gpu *b)
             if (pl->gpu[k].pci.bus == a->nvlink_remote[i].bus && pl->gpu[k].pci.domain == a->nvlink_remote[i].domain)
                 to_gpu = true;
     int links = direct ? direct : to_gpu ? 0 : other;
-    return links * fc_timing.nvlink_gbps_per_link * fc_timing.nvlink_efficiency;
+    double per_link = a->model && a->model->nvlink_version >= 5 ? fc_timing.nvlink5_gbps_per_link
+                                                                : fc_timing.nvlink_gbps_per_link;
+    return links * per_link * fc_timing.nvlink_efficiency;
 }
 
 /* The same by ordinals, worked out once per pair (the platform does not change). */

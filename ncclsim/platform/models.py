@@ -46,6 +46,7 @@ class GpuModel:
     power_limit_w: int
     max_clocks_mhz: Clocks
     attributes: Mapping[str, int]  # CU_DEVICE_ATTRIBUTE_<name> -> value
+    source: str = ""  # where the values come from (older models: the file's _comment)
 
     @property
     def multicast(self) -> bool:
@@ -64,6 +65,7 @@ class GpuModel:
             bar1_mib=int(d["bar1_mib"]), power_limit_w=int(d["power_limit_w"]),
             max_clocks_mhz=Clocks(**{k: int(v) for k, v in d["max_clocks_mhz"].items()}),
             attributes=MappingProxyType({k: int(v) for k, v in d["attributes"].items()}),
+            source=str(d.get("source", "")),
         )
 
 

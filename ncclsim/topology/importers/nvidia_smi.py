@@ -287,11 +287,13 @@ class _Inference:
         counts = set(through_switch.values())
         if len(through_switch) == len(self.gpus) and len(counts) == 1:
             (n,) = counts
+            # The catalog lists each link count's reference model first (h100: 18, a100: 12).
             found = [m for m in self.catalog if m.nvlinks == n]
-            if len(found) == 1:
+            if found:
+                others = f"; also {', '.join(m.key for m in found[1:])}" if found[1:] else ""
                 self.notes.add(f"nvidia-smi does not name the GPU model: {found[0].key} "
-                               f"({found[0].name}), the model with {n} NVLinks to NVSwitches "
-                               "(give --gpu-model otherwise)")
+                               f"({found[0].name}), the first model with {n} NVLinks to "
+                               f"NVSwitches{others} (give --gpu-model otherwise)")
                 return found[0].key
         raise TopoImportError(
             f"{self.path}: `nvidia-smi topo -m` does not name the GPU model and its NVLinks "

@@ -1,5 +1,6 @@
 """Values an input may not give, taken from ncclsim's preset of the same GPU
-model (dgx-h100 for H100, dgx-a100 for A100, pcie-l40s for L40S): the CPU,
+model (dgx-h100 for H100, dgx-a100 for A100, pcie-l40s for L40S, dgx-h200,
+dgx-b200; the default preset for a model without one): the CPU,
 PCI switch and NIC of the machine those GPUs usually sit in, and its NVSwitch
 fabric. Also: which model a GPU is, from its PCI device id or compute
 capability."""
@@ -19,11 +20,8 @@ from ncclsim.platform.models import GpuCatalog, GpuModel
 NVIDIA_VENDOR = 0x10DE
 
 # Variants of a catalog model's chip that ncclsim presents as that model (to
-# NCCL they differ in memory size and device id): device id -> (name, sm).
-VARIANTS: dict[int, tuple[str, int]] = {
-    0x20B0: ("A100-SXM4-40GB", 80), 0x20B5: ("A100 80GB PCIe", 80), 0x2324: ("H800", 90),
-    0x2331: ("H100 PCIe", 90), 0x2335: ("H200", 90), 0x26B5: ("L40", 89),
-}
+# NCCL they differ in memory size and device id): device id -> (name, model key).
+VARIANTS: dict[int, tuple[str, str]] = {0x2324: ("H800", "h100"), 0x26B5: ("L40", "l40s")}
 
 
 @dataclass(frozen=True)
@@ -77,17 +75,16 @@ def model_by_device(catalog: GpuCatalog, device: int) -> Optional[tuple[GpuModel
         if m.pci_device_id == device:
             return m, None
     if device in VARIANTS:
-        name, sm = VARIANTS[device]
-        found = model_by_sm(catalog, sm)
-        if found is not None:
-            return found, name
+        name, key = VARIANTS[device]
+        if key in catalog.keys():
+            return catalog.get(key), name
     return None
 
 
 def model_by_sm(catalog: GpuCatalog, sm: int) -> Optional[GpuModel]:
-    """The catalog model of this compute capability, when exactly one is."""
-    matches = [m for m in catalog if m.sm == sm]
-    return matches[0] if len(matches) == 1 else None
+    """The first catalog model of this compute capability: gpu_models.json lists
+    the reference model of each first (h100 for 9.0, a100 for 8.0, l40s for 8.9)."""
+    return next((m for m in catalog if m.sm == sm), None)
 
 
 def most_common(values: Sequence[Hashable]) -> Any:
