@@ -31,8 +31,11 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
     fc_trace_event("launch", "\"how\":\"%s\",\"kernel\":\"%.300s\",\"grid\":[%u,%u,%u],\"block\":[%u,%u,%u],\"smem\":%u,\"stream\":%llu",
                    how, fc_function_name(f), gx, gy, gz, bx, by, bz, smem, s->id);
     /* NCCL's kernels are played on the CPU (device_link.h); their work is decoded
-     * now, while the arguments are valid */
-    if (strstr(fc_function_name(f), "ncclDevKernel_")) return fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
+     * now, while the arguments are valid. Releases before 2.19 name them
+     * ncclKernel_*: those cannot be played, and their launch must fail. */
+    const char *name = fc_function_name(f);
+    if (strstr(name, "ncclDevKernel_") || strstr(name, "ncclKernel_"))
+        return fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
     char none = 0;
     return fc_stream_enqueue(s, run_kernel, &none, 1, true) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -55,8 +55,9 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
     env.update(memory_settings(base))
-    plugin = sim / NET_PLUGIN
-    if plugin.exists():
-        env["NCCL_NET_PLUGIN"] = str(plugin)
+    if (sim / NET_PLUGIN).exists():
+        # By name: NCCL loads libnccl-net-<name>.so from LD_LIBRARY_PATH (sim is
+        # first there); releases before 2.19 take no path here.
+        env["NCCL_NET_PLUGIN"] = NET_PLUGIN[len("libnccl-net-"):-len(".so")]
         env["NCCL_NET"] = "ncclsim"
     return env

@@ -189,6 +189,35 @@ def _grouped(libs: Libraries, ranks: list[Rank], action: Callable[[Rank], None],
     libs.nccl_check(libs.nccl.ncclGroupEnd(), f"ncclGroupEnd ({what})")
 
 
+def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: int, nbytes: int,
+                result: ProbeResult, log: Callable[[str], None]) -> None:
+    """Every operation at every size, timed and (unless --no-check) checked."""
+    # No operation writes its input: one fill serves them all (and a fault
+    # that wrote into it shows in every later check).
+    if opts.check and opts.operations:
+        for r in ranks:
+            r.fill_send(check.pattern(r.rank, 0, nbytes // 4))
+    for op in opts.operations:
+        for size in opts.sizes:
+            if opts.check:
+                for r in ranks:
+                    r.clear_recv()
+            for _ in range(opts.warmup):
+                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
+            for r in ranks:
+                r.sync()
+            t = time.perf_counter()
+            for _ in range(opts.iterations):
+                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
+            for r in ranks:
+                r.sync()
+            result.operations.append(OpResult(op, size, time.perf_counter() - t))
+            if opts.check:
+                for r in ranks:
+                    _check(op, r, size, nranks, opts.redop)
+            log(f"{op:<14} {size:>12} B  {'checked' if opts.check else 'done'}")
+
+
 def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
         log: Callable[[str], None] = lambda s: None) -> ProbeResult:
     world = world or World()
@@ -222,30 +251,15 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     result = ProbeResult(libs.nccl_version(), nranks, world.size, len(hosts), time.perf_counter() - t0)
     log(f"initialised {nranks} ranks on {len(hosts)} host(s) in {result.init_seconds:.2f} s")
 
-    # No operation writes its input: one fill serves them all (and a fault
-    # that wrote into it shows in every later check).
-    if opts.check and opts.operations:
+    try:
+        _operations(libs, opts, ranks, nranks, nbytes, result, log)
+    except BaseException:
+        # NCCL's threads must stop before the process unloads NCCL at exit
+        # (they would run unmapped code); a failed run aborts its communicators.
         for r in ranks:
-            r.fill_send(check.pattern(r.rank, 0, nbytes // 4))
-    for op in opts.operations:
-        for size in opts.sizes:
-            if opts.check:
-                for r in ranks:
-                    r.clear_recv()
-            for _ in range(opts.warmup):
-                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
-            for r in ranks:
-                r.sync()
-            t = time.perf_counter()
-            for _ in range(opts.iterations):
-                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
-            for r in ranks:
-                r.sync()
-            result.operations.append(OpResult(op, size, time.perf_counter() - t))
-            if opts.check:
-                for r in ranks:
-                    _check(op, r, size, nranks, opts.redop)
-            log(f"{op:<14} {size:>12} B  {'checked' if opts.check else 'done'}")
+            r.use()
+            libs.nccl.ncclCommAbort(r.comm[0])
+        raise
 
     t = time.perf_counter()
     for r in ranks:
