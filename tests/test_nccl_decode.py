@@ -147,10 +147,7 @@ def test_unsupported_release_fails_fast(sim_env, nccl_build, tmp_path: Path) -> 
     build = nccl_build("2.21.5")
     version = re.search(r"#define NCCL_VERSION_CODE (\d+)", (build.include_dir / "nccl.h").read_text())
     assert version and int(version.group(1)) not in {r["code"] for r in releases().values()}
-    # NVLS off: after its refused launch, 2.21.5's teardown with NVLS buffers can
-    # crash (SIGSEGV, now and then, under load), as releases before 2.23 still may;
-    # this test is about the message and the returned error.
-    proc, events = run_probe(build, sim_env, tmp_path, "2.21.5", {"NCCL_NVLS_ENABLE": "0"})
+    proc, events = run_probe(build, sim_env, tmp_path, "2.21.5")
     assert proc.returncode == 1, proc.stderr[-3000:]
     lines = [line for line in proc.stderr.splitlines() if "not supported" in line]
     assert len(lines) == 1, proc.stderr[-3000:]
