@@ -163,6 +163,15 @@ def test_a_wall_clock_run_has_no_timings(tmp_path: Path) -> None:
     assert not RunDir(root).timeline_json.exists()
 
 
+def test_a_run_without_payload_says_its_results_are_unchecked(tmp_path: Path) -> None:
+    root = _run_dir(tmp_path)
+    launch = json.loads(RunDir(root).launch_json.read_text())
+    launch["options"]["no_payload"] = True
+    RunDir(root).launch_json.write_text(json.dumps(launch))
+    assert "results not checked: launch --no-payload" in summary_text(build_report(root))
+    assert not any("no-payload" in n for n in build_report(_run_dir(tmp_path, "with")).notes)
+
+
 def test_report_no_write_writes_no_timeline(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert report_cli.main([str(run_dir), "--no-write"]) == 0
     out = capsys.readouterr().out

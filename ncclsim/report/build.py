@@ -75,6 +75,9 @@ def _with_timelines(report: Report, run_dir: Path, launch: Optional[dict[str, An
                      "driver's cap was reached (the kernels are all there)")
     options = (launch or {}).get("options")
     clock = options.get("clock", "wall") if isinstance(options, dict) else None
+    if isinstance(options, dict) and options.get("no_payload"):
+        notes.append("results not checked: launch --no-payload moves no data (NCCL's protocol and the "
+                     "modelled time only)")
     return dataclasses.replace(report, clock=clock or ("model" if files else None), timings=timings(read.kernels),
                                timeline=TIMELINE_JSON if files else None, notes=tuple(notes))
 
