@@ -119,6 +119,23 @@ def test_validate_accepts_a_topology(run_cli: RunCli, topo_xml: Path) -> None:
     assert (doc["schema_version"], doc["kind"], doc["gpus"]) == (1, "topology", 8)
 
 
+def test_validate_notes_a_vm_nvlink_target(run_cli: RunCli, topo_xml: Path) -> None:
+    vm = topo_xml.parent / "vm.xml"
+    # As NCCL writes it in a VM: one target that is no device, all 18 NVLinks.
+    text = re.sub(r'(<nvlink [^>]*/>\s*)+',
+                  '<nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>\n',
+                  topo_xml.read_text())
+    assert text.count('target="fffffff:ff:ff.0" count="18"') == 8
+    vm.write_text(text)
+    proc = run_cli("topo", "validate", str(vm))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"ok: {vm}: NCCL topology: 8 GPUs (18 NVLinks per GPU)")
+    assert len(lines) == 2 and lines[1].startswith('  note: <nvlink> target="fffffff:ff:ff.0"')
+    doc = json.loads(run_cli("topo", "validate", "--json", str(vm)).stdout)
+    assert len(doc["notes"]) == 1 and "NVSwitch" in doc["notes"][0]
+
+
 @pytest.mark.parametrize("preset", ["dgx-a100", "hgx-h100-4nic", "pcie-l40s"])
 def test_validate_accepts_the_presets(run_cli: RunCli, preset: str) -> None:
     proc = run_cli("topo", "validate", str(TOPOLOGIES / f"{preset}.yaml"))

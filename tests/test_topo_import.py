@@ -417,3 +417,89 @@ def test_import_rejects_bad_files_and_outputs(run_cli: RunCli, tmp_path: Path) -
                     r"-o out\.txt: a spec file ends in \.yaml")
     _one_error_line(run_cli("topo", "import", src), r"required: -o/--output")
     assert not list(tmp_path.glob("out*"))
+
+
+# ---- what NCCL writes or reads its own way (issue 14) ----
+
+def _dump(device: str, sm: int, gpu_inside: str, gpus: int = 2) -> str:
+    """A topology in the shape of NCCL's dump (NCCL_TOPO_DUMP_FILE) of a VM:
+    GPUs on root ports, `gpu_inside` the children of each <gpu>."""
+    pcis = "".join(
+        f'    <pci busid="0000:{0x10 + i:02x}:00.0" class="0x030200" vendor="0x10de" '
+        f'device="{device}" subsystem_vendor="0x10de" subsystem_device="0x16c1" '
+        f'link_speed="16.0 GT/s PCIe" link_width="16">\n'
+        f'      <gpu dev="{i}" sm="{sm}" rank="{i}" gdr="1">\n{gpu_inside}      </gpu>\n'
+        "    </pci>\n" for i in range(gpus))
+    return ('<system version="1">\n  <cpu host_hash="0x5c4c3b3c8e3b1e6d" numaid="0" '
+            'affinity="ffffffff" arch="x86_64" vendor="GenuineIntel" familyid="6" '
+            f'modelid="106">\n{pcis}  </cpu>\n</system>\n')
+
+
+VM_NVLINK = '        <nvlink target="fffffff:ff:ff.0" count="12" tclass="0x068000"/>\n'
+
+
+def test_vm_nvlink_target_is_an_nvswitch(tmp_path: Path) -> None:
+    # NCCL in a VM that does not show the NVSwitch: a target that is no device.
+    (tmp_path / "vm.xml").write_text(_dump("0x20b2", 80, VM_NVLINK))
+    result = _import(tmp_path / "vm.xml", tmp_path)
+    host = result.host
+    assert len(host.nvswitches) == 1
+    for g in host.gpus:
+        assert [(t.target, t.count) for t in g.nvlinks] == [(host.nvswitches[0].bus_id, 12)]
+    assert any('"fffffff:ff:ff.0" is no device' in n and "an NVSwitch" in n
+               for n in result.notes)
+
+
+def test_gpu_without_nvlink_asks_nvml(tmp_path: Path) -> None:
+    # <gpu> with no <nvlink>: NCCL asks NVML, and an H100 board has its NVSwitches.
+    (tmp_path / "h100.xml").write_text(_dump("0x2330", 90, ""))
+    result = _import(tmp_path / "h100.xml", tmp_path)
+    assert {g.nvlink_count for g in result.host.gpus} == {18}
+    assert len(result.host.nvswitches) == 4  # spread as on dgx-h100
+    assert any("<gpu> but no <nvlink> (NCCL asks NVML" in n and "as on dgx-h100" in n
+               for n in result.notes)
+    # A model with NVLinks but no known layout (H100 PCIe: bridges, if any) keeps none.
+    (tmp_path / "pcie.xml").write_text(_dump("0x2331", 90, ""))
+    pcie = _import(tmp_path / "pcie.xml", tmp_path)
+    assert {g.nvlink_count for g in pcie.host.gpus} == {0} and not pcie.host.nvswitches
+    assert any("h100-pcie GPUs with <gpu> but no <nvlink>" in n and "none are assumed" in n
+               for n in pcie.notes)
+    # A model without a preset of its own takes its board's (gpu_models.json nvlink_board):
+    # an A100 40GB sits on a DGX A100 board.
+    (tmp_path / "a100.xml").write_text(_dump("0x20b0", 80, ""))
+    a100 = _import(tmp_path / "a100.xml", tmp_path)
+    assert {g.model for g in a100.host.gpus} == {"a100-40gb"}
+    assert {g.nvlink_count for g in a100.host.gpus} == {12} and len(a100.host.nvswitches) == 6
+    assert any("a100-40gb GPUs with <gpu> but no <nvlink>" in n and "as on dgx-a100" in n for n in a100.notes)
+
+
+SYS_IN_ONE_NUMA = (
+    "\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tNIC1\tNIC2\tNIC3\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+    "GPU0\t X \tNV18\tNV18\tNV18\tPIX\tNODE\tSYS\tSYS\t0-63\t0\t\tN/A\n"
+    "GPU1\tNV18\t X \tNV18\tNV18\tNODE\tPIX\tSYS\tSYS\t0-63\t0\t\tN/A\n"
+    "GPU2\tNV18\tNV18\t X \tNV18\tSYS\tSYS\tPIX\tNODE\t0-63\t0\t\tN/A\n"
+    "GPU3\tNV18\tNV18\tNV18\t X \tSYS\tSYS\tNODE\tPIX\t0-63\t0\t\tN/A\n"
+    "NIC0\tPIX\tNODE\tSYS\tSYS\t X \tNODE\tSYS\tSYS\n"
+    "NIC1\tNODE\tPIX\tSYS\tSYS\tNODE\t X \tSYS\tSYS\n"
+    "NIC2\tSYS\tSYS\tPIX\tNODE\tSYS\tSYS\t X \tNODE\n"
+    "NIC3\tSYS\tSYS\tNODE\tPIX\tSYS\tSYS\tNODE\t X \n\n"
+    "Legend:\n\n  X    = Self\n  SYS  = Connection traversing PCIe as well as the SMP "
+    "interconnect between NUMA nodes (e.g., QPI/UPI)\n\nNIC Legend:\n\n"
+    + "".join(f"  NIC{i}: mlx5_{i}\n" for i in range(4)))
+
+
+def test_nvidia_smi_sys_within_one_numa_node(tmp_path: Path) -> None:
+    # Every GPU says NUMA node 0, yet GPU2/GPU3 and their NICs are SYS to the rest.
+    src = tmp_path / "smi.txt"
+    src.write_text(SYS_IN_ONE_NUMA)
+    result = _import(src, tmp_path)
+    host = result.host
+    assert [s.numa_id for s in host.sockets] == [0, 1]
+    assert [g.numa_node for g in host.gpus] == [0, 0, 1, 1]
+    columns, cells, _ = _matrix(src)
+    bus = {c: d.bus_id for c, d in zip(columns, [*host.gpus, *host.nics])}
+    for (a, b), cell in cells.items():
+        if a != b and not cell.startswith("NV"):
+            assert _relation(host, bus[a], bus[b]) == cell.replace("NODE", "PHB/NODE"), (a, b)
+    assert any("GPU2, GPU3, NIC2, NIC3 report NUMA node 0 but are SYS" in n
+               and "placed on NUMA node 1" in n for n in result.notes)

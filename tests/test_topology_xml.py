@@ -165,6 +165,22 @@ def test_validator_accepts_what_nccl_accepts(xml: str) -> None:
     validate_topology(text.replace("<system", "<!-- a note -->\n<system"), domain=1)
 
 
+def test_validator_takes_a_vm_nvlink_target_for_an_nvswitch(xml: str) -> None:
+    # NCCL in a VM that does not show the NVSwitch writes a target that is no bus id;
+    # behind tclass 0x068000 NCCL never reads it.
+    vm = xml.replace('target="0001:05:00.0"', 'target="fffffff:ff:ff.0"')
+    assert vm != xml
+    assert validate_topology(xml, domain=1) == []
+    (note,) = validate_topology(vm, domain=1)
+    assert '"fffffff:ff:ff.0" is no bus id' in note and "NVSwitch" in note
+    # Behind a GPU's tclass NCCL looks the target up: it must be a bus id.
+    gpu = vm.replace('target="fffffff:ff:ff.0" count="5" tclass="0x068000"',
+                     'target="fffffff:ff:ff.0" count="5" tclass="0x030200"', 1)
+    assert gpu != vm
+    with pytest.raises(TopologyXmlError, match=r'target="fffffff:ff:ff\.0": must be a lowercase'):
+        validate_topology(gpu, domain=1)
+
+
 # ---- NCCL reads it ----
 
 def _sim_env(clean_env: dict[str, str], lib_dir: Path, art: HostArtifacts,

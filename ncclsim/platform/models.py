@@ -47,6 +47,9 @@ class GpuModel:
     max_clocks_mhz: Clocks
     attributes: Mapping[str, int]  # CU_DEVICE_ATTRIBUTE_<name> -> value
     source: str = ""  # where the values come from (older models: the file's _comment)
+    # The model whose board (and preset) this one's NVLinks are wired like, for a
+    # model without a preset of its own ("": its own; e.g. H20 on an HGX H100 board).
+    nvlink_board: str = ""
 
     @property
     def multicast(self) -> bool:
@@ -65,7 +68,7 @@ class GpuModel:
             bar1_mib=int(d["bar1_mib"]), power_limit_w=int(d["power_limit_w"]),
             max_clocks_mhz=Clocks(**{k: int(v) for k, v in d["max_clocks_mhz"].items()}),
             attributes=MappingProxyType({k: int(v) for k, v in d["attributes"].items()}),
-            source=str(d.get("source", "")),
+            source=str(d.get("source", "")), nvlink_board=str(d.get("nvlink_board", "")),
         )
 
 

@@ -152,10 +152,10 @@ def _read_text(path: Path) -> str:
         raise TopoCliError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
-def _validate_xml(path: Path) -> HostSummary:
+def _validate_xml(path: Path) -> tuple[HostSummary, list[str]]:
     text = _read_text(path)
-    validate_topology(text, source=str(path))
-    return HostSummary.of_xml(etree.fromstring(text.encode()))
+    notes = validate_topology(text, source=str(path))
+    return HostSummary.of_xml(etree.fromstring(text.encode())), notes
 
 
 def _validate_spec(path: Path, catalog: GpuCatalog) -> tuple[str, HostSummary]:
@@ -172,14 +172,17 @@ def _validate_spec(path: Path, catalog: GpuCatalog) -> tuple[str, HostSummary]:
 
 def cmd_validate(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> int:
     path: Path = args.file
+    notes: list[str] = []
     if path.suffix in PRESET_SUFFIXES:
         name, summary = _validate_spec(path, catalog)
         kind, what = "spec", f"cluster spec {name!r}, per host"
     else:
-        summary = _validate_xml(path)
+        summary, notes = _validate_xml(path)
         kind, what = "topology", "NCCL topology"
     if args.json:
-        _emit_json(out, {"file": str(path), "kind": kind, "ok": True, **summary.to_json()})
+        _emit_json(out, {"file": str(path), "kind": kind, "ok": True, **summary.to_json(),
+                         "notes": notes})
     else:
         out.write(f"ok: {path}: {what}: {summary.text()}\n")
+        out.writelines(f"  note: {n}\n" for n in notes)
     return 0

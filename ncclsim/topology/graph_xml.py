@@ -20,7 +20,7 @@ from ncclsim.topology.graph import (
     TopologyGraphError, add_link, add_node, add_nvlinks, connect_cpus, cpu_node, gpu_label,
     gpu_node, host_node, inter_cpu_gbps, join_network, new_graph, nic_gbps, nic_label, nic_node,
     nvlink_gbps, nvlink_version, nvswitch_node, pcie_gbps, switch_node)
-from ncclsim.topology.validate import BRIDGE_CLASSES, INVISIBLE_NVLINK_TARGET
+from ncclsim.topology.validate import BRIDGE_CLASSES, INVISIBLE_NVLINK_TARGET, is_bus_id
 
 NVSWITCH_TCLASS = "0x068000"
 CPU_TCLASS = "0x068001"
@@ -189,8 +189,8 @@ class _HostReader:
                            or n.get("target") == INVISIBLE_NVLINK_TARGET})
         nvsw = {t: nvswitch_node(self.h, k) for k, t in enumerate(switches)}
         for bus, node in nvsw.items():
-            # NCCL's dump names NVSwitches it cannot see with one fake bus id.
-            invisible = bus == INVISIBLE_NVLINK_TARGET
+            # NCCL's dump names NVSwitches it cannot see with a fake bus id.
+            invisible = not is_bus_id(bus)
             add_node(self.g, node, "nvswitch", "NVSwitch\n" + ("(NCCL)" if invisible else bus[5:7]),
                      self.hid, bus_id=None if invisible else bus)
         for gpu, cpu, el, per_link in self.nvlinks:

@@ -41,6 +41,7 @@ LINK_SPEEDS = frozenset({"2.5 GT/s", "5 GT/s", "8 GT/s", "16 GT/s", "32 GT/s", "
                          "64.0 GT/s PCIe"})
 BRIDGE_CLASSES = frozenset({"0x060400", "0x080100"})  # PCI switch; CX8 data direct
 NVLINK_TCLASSES = frozenset({"0x068000", "0x030200", "0x068001"})  # NVSwitch, GPU, CPU
+GPU_TCLASS, NVSWITCH_TCLASS = "0x030200", "0x068000"
 INVISIBLE_NVLINK_TARGET = "fffffff:ffff:ff"  # what NCCL writes for an NVSwitch it cannot see
 
 _BUSID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
@@ -94,8 +95,9 @@ def _busid(v: str) -> Optional[str]:
     return None
 
 
-def _target(v: str) -> Optional[str]:
-    return None if v == INVISIBLE_NVLINK_TARGET else _busid(v)
+def is_bus_id(v: str) -> bool:
+    """A bus id as NCCL writes one (an NVLink target may be none: an invisible NVSwitch)."""
+    return _busid(v) is None
 
 
 def _pci_class(v: str) -> Optional[str]:
@@ -133,7 +135,8 @@ ATTRS: dict[str, dict[str, _Attr]] = {
             "device": _Attr(_hex), "subsystem_vendor": _Attr(_hex), "subsystem_device": _Attr(_hex),
             "link_speed": _Attr(_link_speed), "link_width": _Attr(_count)},
     "gpu": {"dev": _Attr(_count), "sm": _Attr(_count), "gdr": _optional(_bool)},
-    "nvlink": {"target": _Attr(_target), "count": _Attr(_count),
+    # The target is read only behind a GPU's tclass (check_nvlink).
+    "nvlink": {"target": _Attr(_text), "count": _Attr(_count),
                "tclass": _Attr(_one_of(*sorted(NVLINK_TCLASSES)))},
     "c2c": {"count": _Attr(_count), "bw": _Attr(_count)},
     "pcilink": {"target": _Attr(_busid)},
@@ -153,15 +156,18 @@ RUNTIME_ATTRS: dict[str, frozenset[str]] = {
 
 
 def validate_topology(text: str, *, domain: Optional[int] = None,
-                      source: str = "<topology>") -> None:
+                      source: str = "<topology>") -> list[str]:
     """Raise TopologyXmlError for anything NCCL would reject, misread or look up
-    elsewhere. `domain`: every bus id must be in this PCI domain (the host's)."""
+    elsewhere. `domain`: every bus id must be in this PCI domain (the host's).
+    Returns notes on what NCCL reads in its own way (each once)."""
     _check_lexing(text, source)
     try:
         root = etree.fromstring(text.encode(), etree.XMLParser(resolve_entities=False))
     except etree.XMLSyntaxError as e:
         raise TopologyXmlError(f"{source}:{e.lineno}: not well-formed XML: {e.msg}") from e
-    _Checker(source, domain).check(root)
+    checker = _Checker(source, domain)
+    checker.check(root)
+    return list(dict.fromkeys(checker.notes))
 
 
 def _get(el: etree._Element, key: str) -> str:
@@ -215,6 +221,7 @@ class _Checker:
         self.gpu_busids: set[str] = set()
         self.gpu_links: list[tuple[etree._Element, str]] = []  # nvlinks to a GPU, checked last
         self.unique: dict[tuple[str, str], dict[str, int]] = {}
+        self.notes: list[str] = []
 
     def fail(self, el: etree._Element, msg: str, attr: Optional[str] = None) -> TopologyXmlError:
         what = f"<{el.tag}>"
@@ -316,9 +323,18 @@ class _Checker:
                 raise self.fail(c, "one <nvlink> per target; add up the counts", "target")
 
     def check_nvlink(self, el: etree._Element, _children: list[etree._Element]) -> None:
-        self.in_domain(el, "target")
-        if el.get("tclass") == "0x030200":
-            self.gpu_links.append((el, _get(el, "target")))
+        target = _get(el, "target")
+        if is_bus_id(target):
+            self.in_domain(el, "target")
+        elif el.get("tclass") == GPU_TCLASS:
+            raise self.fail(el, _busid(target) or "", "target")
+        elif el.get("tclass") == NVSWITCH_TCLASS:
+            # NCCL reads no target behind an NVSwitch's tclass (nor a CPU's): its
+            # target for an NVSwitch a VM does not show is no bus id.
+            self.notes.append(f'<nvlink> target="{target}" is no bus id: NCCL takes it for an '
+                              "NVSwitch that is not visible (as in VMs), by its tclass")
+        if el.get("tclass") == GPU_TCLASS:
+            self.gpu_links.append((el, target))
 
     def check_pcilink(self, el: etree._Element, _children: list[etree._Element]) -> None:
         self.in_domain(el, "target")

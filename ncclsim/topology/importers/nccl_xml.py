@@ -308,31 +308,63 @@ class _Reader:
         nvlinks = list(links.items())
         if gpu is None and model.nvlinks:
             # No <gpu> at all (cloud files): NCCL asks NVML, and the 8-GPU boards of
-            # an NVLink model have NVSwitches. A <gpu> without <nvlink> has none.
+            # an NVLink model have NVSwitches.
             ref = reference_for(model.key)
             split = nvswitch_split(ref, model.nvlinks)
             nvlinks = [((ASSUMED_NVSWITCH, i), n) for i, n in enumerate(split)]
             self.notes.add(f"{model.key} GPUs without <gpu> in the file (NCCL asks NVML for "
                            f"their NVLinks): assumed {model.nvlinks} NVLinks each to "
                            f"{len(split)} NVSwitch(es), as on {ref.preset}")
+        elif gpu is not None and gpu.find("nvlink") is None and model.nvlinks:
+            nvlinks = self.nvml_nvlinks(model.key, model.nvlinks)
         return RawGpu(key, (dev,) if dev is not None else key, model.key, nvlinks)
 
+    def nvml_nvlinks(self, model: str, count: int) -> list[tuple[Key, int]]:
+        """A <gpu> without <nvlink>: NCCL asks NVML for the links (ncclTopoGetXmlFromGpu),
+        which on a board of this model go to its NVSwitches, spread as on the model's
+        preset. A model with no such preset (PCIe boards with bridges, V100's mesh)
+        keeps none: its layout is not known."""
+        ref = reference_for(model)
+        if sum(ref.nvlink_split) != count:
+            self.notes.add(f"{model} GPUs with <gpu> but no <nvlink> (NCCL asks NVML for their "
+                           "NVLinks): no preset shows this model's NVLink layout, so none are "
+                           "assumed; add them to the spec if the machine has them")
+            return []
+        self.notes.add(f"{model} GPUs with <gpu> but no <nvlink> (NCCL asks NVML for their "
+                       f"NVLinks): assumed {count} NVLinks each to {len(ref.nvlink_split)} "
+                       f"NVSwitch(es), as on {ref.preset}")
+        return [((ASSUMED_NVSWITCH, i), n) for i, n in enumerate(ref.nvlink_split)]
+
     def nvlink_target(self, nv: etree._Element) -> Optional[Key]:
+        """The target's key: a bus id, (-1, *bus id) for a GPU, (-2, *bus id) for a
+        device of unknown class; INVISIBLE_KEY for an NVSwitch with no bus id."""
         tclass = (nv.get("tclass") or "").lower()
         raw = (nv.get("target") or "").strip().lower()
-        if raw == INVISIBLE_NVSWITCH:
-            return INVISIBLE_KEY
-        if tclass not in (NVSWITCH_TCLASS,) and not tclass.startswith(GPU_TCLASS):
-            self.notes.add(f"NVLinks of tclass {tclass or 'none'} (not to an NVSwitch or GPU, "
+        if tclass and tclass != NVSWITCH_TCLASS and not tclass.startswith(GPU_TCLASS):
+            self.notes.add(f"NVLinks of tclass {tclass} (not to an NVSwitch or GPU, "
                            "e.g. to a CPU) are not simulated: left out")
             return None
+        key = self.bus_key(raw)
+        if key is None and tclass.startswith(GPU_TCLASS):
+            # NCCL looks the GPU up by this id and finds none: the links go.
+            self.notes.add("NVLinks to a GPU that is not in the file: left out")
+            return None
+        if key is None or raw == INVISIBLE_NVSWITCH:
+            # NCCL reads no target behind tclass 0x068000, and gives a target it
+            # cannot find that class (xml.cc): what it writes in VMs.
+            self.notes.add(f'NVLink target "{raw}" is no device (written in VMs, where the '
+                           "NVSwitch is not visible): an NVSwitch, as NCCL takes it")
+            return INVISIBLE_KEY
+        # Kept apart by the class; resolved in resolve_nvlinks.
+        return key if tclass == NVSWITCH_TCLASS else (-1 if tclass else -2, *key)
+
+    @staticmethod
+    def bus_key(raw: str) -> Optional[Key]:
         try:
             a = PciAddress.parse(raw)
         except PciFormatError:
-            raise self.fail(nv, "expected a PCI bus id like 0000:05:00.0", "target") from None
-        key = (a.domain, a.bus, a.device, a.function)
-        # Kept apart from GPU targets by the class; resolved in resolve_nvlinks.
-        return key if tclass == NVSWITCH_TCLASS else (-1, *key)
+            return None
+        return (a.domain, a.bus, a.device, a.function)
 
     def resolve_nvlinks(self, sockets: list[RawSocket]) -> list[Key]:
         """GPU targets to the GPUs' keys (links to a GPU not in the file go);
@@ -343,6 +375,10 @@ class _Reader:
         for g in gpus:
             kept = []
             for target, count in g.nvlinks:
+                if target[0] == -2:  # no tclass: NCCL asks /sys; not a GPU here: an NVSwitch
+                    target = (-1, *target[1:]) if target[1:] in gpu_keys else target[1:]
+                    self.notes.add("NVLinks without tclass: to the GPU of that bus id, else to "
+                                   "an NVSwitch, as NCCL classes them")
                 if target[0] == -1:
                     if target[1:] in gpu_keys and target[1:] != g.key:
                         kept.append((target[1:], count))

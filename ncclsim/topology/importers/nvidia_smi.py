@@ -321,17 +321,14 @@ class _Inference:
                 r = self.rel(a, b)
                 if a < b and r is not None and r < SYS:
                     uf.union(a, b)
-        by_numa: dict[int, int] = {}
-        for g in self.gpus:
-            numa = self.devices[g].numa
-            if numa is not None:
-                uf.union(g, by_numa.setdefault(numa, g))
+        self.join_by_numa(uf)
         groups = sorted((sorted(g) for g in uf.groups(everyone)), key=lambda g: g[0])
 
         known = [d.cpus for d in self.devices if d.cpus is not None]
         nr_cpus = max((max(c) for c in known if c), default=-1) + 1
         all_known = frozenset().union(*known) if known else frozenset()
-        out, used = [], {n for n in by_numa}
+        out: list[tuple[int, Optional[str], list[int]]] = []
+        used = {n for g in self.gpus if (n := self.devices[g].numa) is not None}
         for members in groups:
             numas = {n for m in members if (n := self.devices[m].numa) is not None}
             names = ", ".join(self.devices[m].column for m in members)
@@ -339,7 +336,13 @@ class _Inference:
                 raise TopoImportError(f"{self.path}: {names} are not SYS to each other but give "
                                       f"NUMA nodes {', '.join(map(str, sorted(numas)))}")
             numa = numas.pop() if numas else None
-            if numa is None:
+            if numa is not None and numa in {n for n, _, _ in out}:
+                # The matrix's SYS wins over the NUMA column: another CPU (join_by_numa).
+                given, numa = numa, min(set(range(len(groups) + len(used) + 1)) - used)
+                self.notes.add(f"{names} report NUMA node {given} but are SYS (across the "
+                               f"inter-CPU link) to devices of it: placed on NUMA node {numa}, "
+                               "a CPU of their own with the CPUs nvidia-smi gives them")
+            elif numa is None:
                 numa = min(set(range(len(groups) + len(used) + 1)) - used)
                 self.notes.add(f"no NUMA affinity for {names}: NUMA node {numa}")
             used.add(numa)
@@ -351,6 +354,28 @@ class _Inference:
             mask = cpumask(cpus, nr_cpus) if cpus else None
             out.append((numa, mask, members))
         return out
+
+    def join_by_numa(self, uf: _UnionFind) -> None:
+        """Put GPUs of the same NUMA affinity on one node, unless the matrix has a
+        SYS between their devices: SYS crosses the inter-CPU link, whatever the
+        NUMA column says (seen on real machines), so the matrix wins."""
+        by_numa: dict[int, list[int]] = {}  # NUMA id -> a GPU of each group claiming it
+        for g in self.gpus:
+            numa = self.devices[g].numa
+            if numa is None:
+                continue
+            mine = self.members(uf, g)
+            joined = next((r for r in by_numa.get(numa, [])
+                           if not any(self.rel(a, b) == SYS
+                                      for a in mine for b in self.members(uf, r))), None)
+            if joined is None:
+                by_numa.setdefault(numa, []).append(g)
+            else:
+                uf.union(g, joined)
+
+    def members(self, uf: _UnionFind, device: int) -> list[int]:
+        root = uf.find(device)
+        return [d for d in range(len(self.devices)) if uf.find(d) == root]
 
     # -- the check --
 

@@ -15,7 +15,7 @@ from typing import Any, Hashable, Optional, Sequence
 from ncclsim.cluster.presets import (
     DEFAULT_PRESET, CpuSpec, NicSpec, Preset, SwitchSpec, available_presets, load_preset)
 from ncclsim.cluster.model import PciIdentity, PciLink
-from ncclsim.platform.models import GpuCatalog, GpuModel
+from ncclsim.platform.models import GpuCatalog, GpuModel, load_models
 
 NVIDIA_VENDOR = 0x10DE
 
@@ -44,7 +44,11 @@ def _first_switch(p: Preset) -> Optional[SwitchSpec]:
 @functools.lru_cache(maxsize=None)  # reads every preset; importers ask per GPU
 def reference_for(model: str) -> Reference:
     """The preset of `model` (the default preset when it is of that model, else
-    the first by name); the default preset when none is."""
+    the first by name), or of the model whose board it shares (nvlink_board);
+    the default preset when none is."""
+    catalog = load_models()
+    if model in catalog.keys() and catalog.get(model).nvlink_board:
+        model = catalog.get(model).nvlink_board
     names = available_presets()
     ordered = ([DEFAULT_PRESET] if DEFAULT_PRESET in names else []) + \
         [n for n in names if n != DEFAULT_PRESET]
