@@ -118,8 +118,7 @@ def _replace(old: str, new: str, count: int = 1) -> Edit:
      r'<net> guid=.*must be unique'),
     (_replace('name="mlx5_1"', 'name="mlx5_0"'), r'<net> name="mlx5_0": already used'),
     (_replace('<gpu dev="1"', '<gpu dev="0"'), r'<gpu> dev="0": already used'),
-    (_replace('sm="90">', 'sm="90" rank="0">'), r'<gpu> rank="0": NCCL sets this attribute itself'),
-    (_replace('modelid="143">', 'modelid="143" host_hash="0x1">'), r"host_hash.*NCCL sets this"),
+    (_replace('sm="90">', 'sm="90" keep="1">'), r'<gpu> keep="1": NCCL sets this attribute itself'),
     (_replace('sm="90">', 'sm="90" color="red">'), r'<gpu> color="red": unknown attribute'),
     (_replace(' link_width="16"', ''), r"<pci>: missing link_width \(without it NCCL would look"),
     (_replace(' tclass="0x068000"', ''), r"<nvlink>: missing tclass"),
@@ -163,6 +162,16 @@ def test_validator_accepts_what_nccl_accepts(xml: str) -> None:
     text = xml.replace('target="0001:05:00.0"', 'target="fffffff:ffff:ff"').replace(
         'guid="0x6e63736d00010000"', 'guid="0x6e63736d00010000" maxconn="131072" gdr="1"')
     validate_topology(text.replace("<system", "<!-- a note -->\n<system"), domain=1)
+
+
+def test_validator_takes_what_nccl_replaces(xml: str) -> None:
+    # NCCL's own dumps carry host_hash, rank and mlopart; NCCL replaces them on reading.
+    dump = xml.replace('modelid="143">', 'modelid="143" host_hash="0x1">', 1).replace(
+        'sm="90">', 'sm="90" rank="3" mlopart="-1">', 1)
+    assert dump.count("host_hash") == 1 and dump.count('rank="3"') == 1
+    notes = validate_topology(dump, domain=1)
+    assert [n.split(":")[0] for n in notes] == ["<cpu> host_hash", "<gpu> rank", "<gpu> mlopart"]
+    assert all("NCCL replaces it" in n for n in notes)
 
 
 def test_validator_takes_a_vm_nvlink_target_for_an_nvswitch(xml: str) -> None:

@@ -147,11 +147,16 @@ ATTRS: dict[str, dict[str, _Attr]] = {
             "net": _optional(_bool), "gin": _optional(_bool), "rma": _optional(_bool),
             "rail": _optional(_int), "plane": _optional(_int)},
 }
-# Set by NCCL itself while it builds the topology; preset in a file they would
-# claim ranks or keep devices that the run does not have.
+# Set by NCCL itself while it builds the topology. `keep` in a file would keep
+# devices the run does not have (NCCL trims every node without it): refused.
 RUNTIME_ATTRS: dict[str, frozenset[str]] = {
-    "cpu": frozenset({"host_hash"}), "gpu": frozenset({"rank", "keep", "mlopart"}),
-    "net": frozenset({"keep"}), "pci": frozenset({"keep"}),
+    "gpu": frozenset({"keep"}), "net": frozenset({"keep"}), "pci": frozenset({"keep"}),
+}
+# What NCCL's own dumps carry and NCCL replaces when it reads a file (topo.cc
+# ncclTopoGetSystem: every <cpu>'s host_hash; its GPU's rank and mlopart):
+# accepted, with a note.
+REPLACED_ATTRS: dict[str, frozenset[str]] = {
+    "cpu": frozenset({"host_hash"}), "gpu": frozenset({"rank", "mlopart"}),
 }
 
 
@@ -265,6 +270,10 @@ class _Checker:
             if key in RUNTIME_ATTRS.get(el.tag, ()):
                 raise self.fail(el, "NCCL sets this attribute itself at run time; an input "
                                 "topology must not", key)
+            if key in REPLACED_ATTRS.get(el.tag, ()):
+                self.notes.append(f"<{el.tag}> {key}: NCCL replaces it with its own when it reads "
+                                  "the file (as in NCCL's own dumps)")
+                continue
             if key not in allowed:
                 raise self.fail(el, f"unknown attribute (<{el.tag}> takes "
                                 f"{', '.join(allowed) or 'none'})", key)
