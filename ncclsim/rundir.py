@@ -11,6 +11,7 @@ topo generate) and readers (report, sweep, pictures, import) use it.
     mpiexec.log          mpiexec's own output
     cleanup.log          the cleanup on every machine of a spread run
     watchdog.log         what was stopped after the launch itself died
+    topo-spec.yaml       the hosts' machine as a spec, when launch --topo imported it
     topo-dump.xml        NCCL's fused topology of rank 0's host
     graph-dump.xml       NCCL's rings/trees graphs (rank 0)
     hosts/h<i>/          per simulated host: platform.conf, topo.xml, env
@@ -38,6 +39,7 @@ MPIEXEC_LOG = "mpiexec.log"
 CLEANUP_LOG = "cleanup.log"
 WATCHDOG_LOG = "watchdog.log"
 TOPO_DUMP = "topo-dump.xml"
+TOPO_SPEC = "topo-spec.yaml"
 GRAPH_DUMP = "graph-dump.xml"
 HOSTS = "hosts"
 RANKS = "ranks"
@@ -199,6 +201,10 @@ class RunDir:
     @property
     def topo_dump(self) -> Path:
         return self.root / TOPO_DUMP
+
+    @property
+    def topo_spec(self) -> Path:
+        return self.root / TOPO_SPEC
 
     @property
     def graph_dump(self) -> Path:

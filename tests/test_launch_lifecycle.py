@@ -272,10 +272,27 @@ def test_every_nccl_process_has_its_own_log(run_cli, ncclsim_exe: Path, tmp_path
 # ---- a topology file of one's own ----
 
 @pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"]])
+@pytest.mark.parametrize("args,message", [
+    (["--topo", "missing.xml"], "--topo: missing.xml: no such file"),
+    (["--topo", "box.xml", "--preset", "dgx-a100"], "--topo and --preset both say what the hosts are"),
+    (["--topo", "bad.xml"], "--topo: bad.xml:1: <system> has no <cpu>"),
+])
+def test_a_bad_topo_file_is_one_line(run_cli, tmp_path: Path, command: list[str], args: list[str],
+                                     message: str) -> None:
+    (tmp_path / "bad.xml").write_text("<system version=\"1\"><gpu/></system>\n")
+    (tmp_path / "box.xml").write_text("<system version=\"1\"></system>\n")
+    proc = run_cli(*command, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "ncclsim-runs").exists() and not (tmp_path / "ncclsim-sweeps").exists()
+
+
+@pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"]])
 def test_a_users_nccl_topo_file_is_refused(run_cli, tmp_path: Path, command: list[str]) -> None:
     proc = run_cli(*command, env={"NCCL_TOPO_FILE": "/data/my-box.xml"})
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "NCCL_TOPO_FILE is set (/data/my-box.xml)" in lines[0] \
-        and "ncclsim topo import" in lines[0], proc.stderr
+        and "--topo FILE" in lines[0], proc.stderr
     assert not (tmp_path / "ncclsim-runs").exists() and not (tmp_path / "ncclsim-sweeps").exists()

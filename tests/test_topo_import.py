@@ -121,6 +121,36 @@ def test_nccl_dump_round_trips(preset: str, run_cli: RunCli, tmp_path: Path,
 
 
 @pytest.mark.e2e
+def test_launch_topo_runs_the_file_as_its_import(run_cli: RunCli, tmp_path: Path) -> None:
+    """launch --topo FILE --hosts 2 of a full 8 x H100 dump builds the rings and
+    trees that `topo import` and launch --preset of the same file do, every
+    host the file's machine, every inter-host connection on GPU Direct by the
+    GPU's nearest NIC."""
+    init_only = ["--", sys.executable, "-m", "ncclsim.probe"]
+    env = {"NCCL_RUNTIME_CONNECT": "0"}
+    proc = run_cli("launch", "--hosts", "1", "--run-dir", "one", *init_only, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dump = tmp_path / "one" / "topo-dump.xml"  # NCCL's own dump of the whole machine
+    assert run_cli("topo", "import", str(dump), "-o", "machine.yaml").returncode == 0
+    reports = {}
+    for name, source in (("imported", ["--preset", "machine.yaml"]), ("topo", ["--topo", str(dump)])):
+        proc = run_cli("launch", *source, "--hosts", "2", "--run-dir", name, *init_only, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        reports[name] = json.loads((tmp_path / name / "run.json").read_text())
+    a, b = reports["imported"], reports["topo"]
+    assert (b["nranks"], b["nnodes"]) == (16, 2)
+    assert (b["rings"], b["trees"]) == (a["rings"], a["trees"]) and b["rings"]
+    assert b["transports"]["inter_host"] == ["NET/ncclsim/GDRDMA"], b["transports"]
+    assert all(c["ok"] for c in b["checks"]) and any("nearest NIC" in c["name"] for c in b["checks"])
+    # Every host is the machine the file describes, as the import made it.
+    assert "imported from topo-dump.xml" in (tmp_path / "topo" / "topo-spec.yaml").read_text()
+    for h in (0, 1):
+        ours = (tmp_path / "topo" / "hosts" / f"h{h}" / "topo.xml").read_text()
+        assert ours == (tmp_path / "imported" / "hosts" / f"h{h}" / "topo.xml").read_text().replace(
+            "machine", "topo-spec")
+
+
+@pytest.mark.e2e
 def test_import_a_launch_run_directory(run_cli: RunCli, tmp_path: Path) -> None:
     probe = ["--", sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce", "--sizes", "8"]
     proc = run_cli("launch", "--hosts", "1", "--gpus", "4", "--run-dir", "run1", *probe,

@@ -26,6 +26,8 @@ from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_setti
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
 from ncclsim.topology.host_artifacts import write_host_artifacts
+from ncclsim.topology.host_summary import HostSummary
+from ncclsim.topology.importers import ImportResult, TopoImportError, import_topology
 from ncclsim.cluster.build import build_cluster
 
 SCHEMA_VERSION = 1
@@ -126,11 +128,26 @@ def _say(err: TextIO, line: str) -> None:
     err.flush()
 
 
+def _imported(opts: LaunchOptions, err: TextIO) -> Optional[ImportResult]:
+    """--topo: the file's machine, as `ncclsim topo import` makes it."""
+    if not opts.topo:
+        return None
+    try:
+        result = import_topology(Path(opts.topo), Path(rundir.TOPO_SPEC))
+    except TopoImportError as e:
+        raise LaunchError(f"--topo: {e}") from None
+    notes = f"; {len(result.notes)} note(s) in the run directory's {rundir.TOPO_SPEC}" if result.notes else ""
+    err.write(f"ncclsim: --topo {opts.topo} ({result.kind}): {HostSummary.of_host(result.host).text()}{notes}\n")
+    return result
+
+
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
            err: TextIO = sys.stderr) -> int:
     opts.check()
     check_environment(environ)
-    cluster = build_cluster(opts.preset, opts.hosts, opts.gpus, opts.nics, collnet=opts.collnet)
+    imported = _imported(opts, err)
+    cluster = build_cluster(imported.preset if imported else opts.preset, opts.hosts, opts.gpus, opts.nics,
+                            collnet=opts.collnet)
     gpus = len(cluster.hosts[0].gpus)
     if gpus % opts.gpus_per_process:
         raise LaunchError(f"--gpus-per-process {opts.gpus_per_process} does not divide the "
@@ -144,6 +161,8 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     nccl_lib = _nccl_lib(opts.nccl, err)
 
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
+    if imported:
+        run.topo_spec.write_text(imported.text)
     write_host_artifacts(cluster, run.hosts_dir)
     script = rank_script.write(run, per_host, timeline=opts.clock == "model")
     run_id = uuid.uuid4().hex[:12]

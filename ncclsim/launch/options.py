@@ -26,6 +26,7 @@ class LaunchOptions:
     hosts: int = 2
     gpus: Optional[int] = None  # per host; None: the preset's
     preset: str = "dgx-h100"
+    topo: Optional[str] = None  # an NCCL topology file (or `nvidia-smi topo -m`): every host is that machine
     nics: Optional[int] = None  # per host; None: the preset's
     gpus_per_process: int = 1
     timeout: float = 0.0  # seconds; 0: none
@@ -108,5 +109,5 @@ def check_environment(environ: Mapping[str, str]) -> None:
     if environ.get("NCCL_TOPO_FILE"):
         raise LaunchError(
             f"NCCL_TOPO_FILE is set ({environ['NCCL_TOPO_FILE']}): ncclsim gives every simulated host "
-            "a topology file of its own; to simulate the machine that file describes, make a spec of "
-            "it with `ncclsim topo import FILE -o machine.yaml` and use `--preset machine.yaml`")
+            "a topology file of its own; to simulate the machine that file describes, use "
+            "`--topo FILE` (each host gets that machine in its own PCI domain)")

@@ -17,6 +17,7 @@ from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, check_environment
 from ncclsim.nccl import wheels
 from ncclsim.platform.models import GpuCatalog
+from ncclsim.rundir import TOPO_SPEC
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
 from ncclsim.sweep.runner import Outcome, Stop, run_all
@@ -34,8 +35,10 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", default=DEFAULT_PRESET, metavar="P1,P2",
-                   help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
+    p.add_argument("--preset", metavar="P1,P2", help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
+    p.add_argument("--topo", metavar="FILE",
+                   help="every run's hosts are the machine of this NCCL topology file or `nvidia-smi topo "
+                        "-m` output, imported once as `ncclsim topo import` does (topo-spec.yaml in --out)")
     p.add_argument("--hosts", default="2", metavar="H1,H2", help="simulated hosts (default 2)")
     p.add_argument("--gpus", default="", metavar="G1,G2", help="GPUs per host (default: the preset's)")
     p.add_argument("--nccl", default="installed", metavar="V1,V2",
@@ -64,9 +67,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="-- CMD ARGS...: what every run runs (default: launch's built-in probe)")
 
 
-def _points(args: argparse.Namespace) -> list[matrix.Point]:
-    presets = matrix.split_list(args.preset, "--preset")
-    for name in presets:
+def _imported_spec(topo: str, spec: Path) -> str:
+    """--topo: the file as a spec (the text to write at `spec`, which every run uses)."""
+    from ncclsim.topology.importers import TopoImportError, import_topology
+    try:
+        return import_topology(Path(topo), spec).text
+    except TopoImportError as e:
+        raise matrix.SweepError(f"--topo: {e}") from None
+
+
+def _points(args: argparse.Namespace, spec: Path) -> list[matrix.Point]:
+    presets = [str(spec)] if args.topo else matrix.split_list(args.preset or DEFAULT_PRESET, "--preset")
+    for name in presets if not args.topo else ():
         load_preset(name)  # a bad preset or spec stops the sweep before anything runs
     gpus: list[Optional[int]] = list(matrix.int_list(args.gpus, "--gpus")) if args.gpus.strip() else [None]
     releases = matrix.split_list(args.nccl, "--nccl")
@@ -89,7 +101,12 @@ def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
 
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
             err: TextIO = sys.stderr) -> int:
-    points = _points(args)
+    out_dir = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
+    spec = out_dir / TOPO_SPEC
+    if args.topo and args.preset:
+        raise matrix.SweepError("--topo and --preset both say what the hosts are: give one")
+    spec_text = _imported_spec(args.topo, spec) if args.topo else None  # checked before anything is written
+    points = _points(args, spec)
     if points:  # what launch would refuse in every run (every point sets the same names), refused once
         check_environment({**environ, **dict(points[0].env)})
     expectations = [expect.parse(e) for e in args.expect]
@@ -104,9 +121,10 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     if args.jobs < 0:
         raise matrix.SweepError(f"--jobs must be 1 or more, got {args.jobs}")
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // 4)
-    out_dir = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     _fetch_releases(points, err)
     out_dir.mkdir(parents=True, exist_ok=True)
+    if spec_text is not None:
+        spec.write_text(spec_text)
     err.write(f"ncclsim sweep: {len(points)} run(s), {jobs} at a time; runs in {out_dir}\n")
 
     def progress(done: int, o: Outcome) -> None:
@@ -118,7 +136,7 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, stop, progress,
                        launch_args=("--clock", args.clock) if args.clock != "wall" else ())
     out.write(output.table(outcomes))
-    axes = {"preset": args.preset, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
+    axes = {"preset": args.preset or DEFAULT_PRESET, "topo": args.topo, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
             "env": args.env, "expect": args.expect, "clock": args.clock, "command": command}
     doc = output.to_json(outcomes, axes)
     output.write_json(out_dir / "sweep.json", doc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Optional
 
 from ncclsim import NcclsimError
@@ -24,7 +25,9 @@ class Point:
     @property
     def name(self) -> str:
         """Short and unique within a sweep; also the point's run directory name."""
-        parts = [self.preset, f"{self.hosts}x{self.gpus or 'all'}"]
+        # a spec file by its name (a path would make the run directory a nested one)
+        preset = Path(self.preset).stem if self.preset.endswith((".yaml", ".yml")) else self.preset
+        parts = [preset, f"{self.hosts}x{self.gpus or 'all'}"]
         if self.nccl != "installed":
             parts.append(f"nccl-{self.nccl.replace(':', '-')}")
         parts += [f"{k}={v}" for k, v in self.env]
