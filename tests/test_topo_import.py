@@ -449,7 +449,7 @@ def test_import_rejects_bad_files_and_outputs(run_cli: RunCli, tmp_path: Path) -
     assert not list(tmp_path.glob("out*"))
 
 
-# ---- what NCCL writes or reads its own way (issue 14) ----
+# ---- what NCCL writes or reads its own way ----
 
 def _dump(device: str, sm: int, gpu_inside: str, gpus: int = 2) -> str:
     """A topology in the shape of NCCL's dump (NCCL_TOPO_DUMP_FILE) of a VM:
