@@ -104,17 +104,32 @@ SIZES = [8, 65536, 1 << 20, 16 << 20, 64 << 20]
 ITERS = 3
 
 
-def _modelled_run(run_cli, tmp_path: Path, name: str, hosts: int = 1, gpus: int = 8,
-                  sizes: list[int] = SIZES, *options: str) -> tuple[dict[int, float], dict]:
-    run, out = tmp_path / name, tmp_path / f"{name}.json"
+def _probe(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,
+           env: Optional[dict[str, str]] = None, warmup: int = 1) -> tuple[dict, subprocess.CompletedProcess]:
+    """A modelled probe AllReduce run: its run.json, and the launch (the
+    probe's --json lands beside the run directory, as <name>.json)."""
+    run = tmp_path / name
     proc = run_cli("launch", "--hosts", str(hosts), "--gpus", str(gpus), "--clock", "model", *options,
                    "--run-dir", str(run), "--timeout", "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops",
-                   "allreduce", "--sizes", ",".join(map(str, sizes)), "--iters", str(ITERS), "--warmup", "2",
-                   "--json", str(out), timeout=700)
+                   "allreduce", "--sizes", ",".join(map(str, sizes)), "--iters", str(ITERS), "--warmup", str(warmup),
+                   "--json", str(tmp_path / f"{name}.json"), env=env, timeout=700)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ops = json.loads(out.read_text())["operations"]
-    report = json.loads((run / "run.json").read_text())
+    return json.loads((run / "run.json").read_text()), proc
+
+
+def _modelled_run(run_cli, tmp_path: Path, name: str, hosts: int = 1, gpus: int = 8,
+                  sizes: list[int] = SIZES, *options: str) -> tuple[dict[int, float], dict]:
+    """The probe's own (modelled) seconds per call by size, and run.json."""
+    report, _ = _probe(run_cli, tmp_path, name, hosts, gpus, sizes, *options, warmup=2)
+    ops = json.loads((tmp_path / f"{name}.json").read_text())["operations"]
     return {o["size"]: o["seconds"] / ITERS for o in ops}, report
+
+
+def _timings(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,
+             env: Optional[dict[str, str]] = None) -> tuple[dict[tuple[str, int, str], dict], subprocess.CompletedProcess]:
+    """run.json's timings of a probe AllReduce run, by (collective, size, algorithm)."""
+    report, proc = _probe(run_cli, tmp_path, name, hosts, gpus, sizes, *options, env=env)
+    return {(t["collective"], t["bytes"], t["algorithm"]): t for t in report["timings"]}, proc
 
 
 @pytest.mark.e2e
@@ -165,18 +180,6 @@ def test_collnet_sends_each_hosts_data_up_once(run_cli, tmp_path: Path) -> None:
     c, r = collnet[("AllReduce", size, "COLLNET_DIRECT")], ring[("AllReduce", size, "RING")]
     host_nics = 2 * 400 / 8 * constant("nic_efficiency")  # GB/s
     assert r["busbw_GBps"] < c["busbw_GBps"] <= host_nics * 2 * 3 / 4, (c, r)
-
-
-def _timings(run_cli, tmp_path: Path, name: str, hosts: int, gpus: int, sizes: list[int], *options: str,
-             env: Optional[dict[str, str]] = None) -> tuple[dict[tuple[str, int, str], dict], subprocess.CompletedProcess]:
-    """run.json's timings of a probe AllReduce run, by (collective, size, algorithm)."""
-    run = tmp_path / name
-    proc = run_cli("launch", "--hosts", str(hosts), "--gpus", str(gpus), "--clock", "model", *options, "--run-dir",
-                   str(run), "--timeout", "600", "--", sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce",
-                   "--sizes", ",".join(map(str, sizes)), "--iters", str(ITERS), "--warmup", "1", env=env, timeout=700)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    report = json.loads((run / "run.json").read_text())
-    return {(t["collective"], t["bytes"], t["algorithm"]): t for t in report["timings"]}, proc
 
 
 @pytest.mark.e2e

@@ -16,11 +16,11 @@
 
 static struct {
     pthread_mutex_t lock;
+    int opened;   /* the file is decided (open, or none); a forked child decides anew */
     int fd;       /* -1: none (not asked for, or cannot be created) */
-    pid_t pid;    /* the process it was opened for (a forked child opens its own) */
     bool steps;
     long nsteps;  /* steps written so far */
-} tl = {PTHREAD_MUTEX_INITIALIZER, -1, 0, false, 0};
+} tl = {PTHREAD_MUTEX_INITIALIZER, 0, -1, false, 0};
 
 /* The path with %p replaced by the pid, as NCCL_DEBUG_FILE does. */
 static void expand(const char *pattern, char *out, size_t n)
@@ -38,15 +38,25 @@ static void expand(const char *pattern, char *out, size_t n)
     out[len < n ? len : n - 1] = 0;
 }
 
+/* A forked child writes a file of its own (its pid names it): the parent's
+ * descriptor goes, and the lock is new (another thread may have held it). */
+static void in_child(void)
+{
+    if (tl.fd >= 0) close(tl.fd);
+    tl.fd = -1;
+    tl.nsteps = 0;
+    pthread_mutex_init(&tl.lock, NULL);
+    __atomic_store_n(&tl.opened, 0, __ATOMIC_RELEASE);
+}
+
+/* Opened once, on the first event: a flag read per step, no system call. */
 static int timeline_fd(void)
 {
-    pid_t pid = getpid();
-    if (__atomic_load_n(&tl.pid, __ATOMIC_ACQUIRE) == pid) return tl.fd;
+    if (__atomic_load_n(&tl.opened, __ATOMIC_ACQUIRE)) return tl.fd;
     pthread_mutex_lock(&tl.lock);
-    if (tl.pid != pid) {
-        if (tl.fd >= 0) close(tl.fd); /* the parent's, inherited across fork */
-        tl.fd = -1;
-        tl.nsteps = 0;
+    if (!tl.opened) {
+        static bool fork_handled;
+        if (!fork_handled) fork_handled = pthread_atfork(NULL, NULL, in_child) == 0;
         const char *pattern = getenv("NCCLSIM_TIMELINE");
         const char *steps = getenv("NCCLSIM_TIMELINE_STEPS");
         tl.steps = steps && !strcmp(steps, "1");
@@ -56,7 +66,7 @@ static int timeline_fd(void)
             tl.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
             if (tl.fd < 0) fc_log_fatal_config("NCCLSIM_TIMELINE: cannot create %s: no timeline", path);
         }
-        __atomic_store_n(&tl.pid, pid, __ATOMIC_RELEASE);
+        __atomic_store_n(&tl.opened, 1, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&tl.lock);
     return tl.fd;

@@ -1,8 +1,8 @@
 """rank.sh: the wrapper mpiexec starts for every rank. It picks the rank's
 simulated host (host = rank / processes per host), sources the variables
 Python wrote for that host, sends its output and NCCL's logs to the run
-directory (and, with --clock model, the modelled timeline), and records its pid, the real machine it ran on and its exit
-status. Being a plain script keyed on the MPI rank, it works with any MPI or
+directory (and, with --clock model, the modelled timeline), and records its
+pid, the real machine it ran on and its exit status. Being a plain script keyed on the MPI rank, it works with any MPI or
 Slurm (see launch/). Every path comes from ncclsim.rundir."""
 
 from __future__ import annotations

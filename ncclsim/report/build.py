@@ -190,7 +190,8 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
         channels=counts.get("coll"), p2p_channels=counts.get("p2p"),
         rings=rings, trees=trees, connections=connections, transports=_transports(connections),
         nvls=_nvls(records, counts, graphs), collnet=_collnet(records, counts, graphs, connections),
-        pat=_pat(_most_common(collected.versions), nranks, nnodes, tuning), tuning=tuning, graphs=graphs, errors=_errors(collected),
+        pat=_pat(_most_common(collected.versions), nranks, nnodes, tuning), tuning=tuning, graphs=graphs,
+        errors=_errors(collected),
         ranks=ranks, communicators=_communicators(collected, primary), checks=tuple(checks),
         logs=tuple(log_names), topology=topology, launch=launch, nics=nics, notes=tuple(notes))
 

@@ -25,7 +25,8 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run directory of a simulation")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
-    p.add_argument("--no-write", action="store_true", help=f"do not save the report as RUN_DIR/{RUN_JSON} (nor the merged timeline, "
+    p.add_argument("--no-write", action="store_true",
+                   help=f"do not save the report as RUN_DIR/{RUN_JSON} (nor the merged timeline, "
                         f"RUN_DIR/{TIMELINE_JSON})")
 
 

@@ -159,8 +159,8 @@ def _tuning(report: Report) -> list[str]:
     for t in report.tuning:
         channels = f"{t.channels} ch" if t.channels is not None else ""
         calls = f"  x{t.calls}" if t.calls > 1 else ""
-        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {t.algorithm + '/' + t.protocol:<21} {channels}{calls}"
-                     .rstrip())
+        algo = f"{t.algorithm}/{t.protocol}"
+        lines.append(f"  {t.collective:<14} {human_bytes(t.nbytes):>9}  {algo:<21} {channels}{calls}".rstrip())
     return lines
 
 

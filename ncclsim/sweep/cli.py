@@ -77,9 +77,12 @@ def _imported_spec(topo: str, spec: Path) -> str:
 
 
 def _points(args: argparse.Namespace, spec: Path) -> list[matrix.Point]:
-    presets = [str(spec)] if args.topo else matrix.split_list(args.preset or DEFAULT_PRESET, "--preset")
-    for name in presets if not args.topo else ():
-        load_preset(name)  # a bad preset or spec stops the sweep before anything runs
+    if args.topo:
+        presets = [str(spec)]  # checked by its import
+    else:
+        presets = matrix.split_list(args.preset or DEFAULT_PRESET, "--preset")
+        for name in presets:
+            load_preset(name)  # a bad preset or spec stops the sweep before anything runs
     gpus: list[Optional[int]] = list(matrix.int_list(args.gpus, "--gpus")) if args.gpus.strip() else [None]
     releases = matrix.split_list(args.nccl, "--nccl")
     for spec in releases:
@@ -136,8 +139,8 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
     outcomes = run_all(points, out_dir, jobs, args.timeout, command, environ, expectations, stop, progress,
                        launch_args=("--clock", args.clock) if args.clock != "wall" else ())
     out.write(output.table(outcomes))
-    axes = {"preset": args.preset or DEFAULT_PRESET, "topo": args.topo, "hosts": args.hosts, "gpus": args.gpus, "nccl": args.nccl,
-            "env": args.env, "expect": args.expect, "clock": args.clock, "command": command}
+    axes = {"preset": args.preset or DEFAULT_PRESET, "topo": args.topo, "hosts": args.hosts, "gpus": args.gpus,
+            "nccl": args.nccl, "env": args.env, "expect": args.expect, "clock": args.clock, "command": command}
     doc = output.to_json(outcomes, axes)
     output.write_json(out_dir / "sweep.json", doc)
     if args.json:

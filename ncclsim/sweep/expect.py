@@ -127,7 +127,8 @@ def parse(text: str) -> AnyExpectation:
                          f"with OP one of {' '.join(_OPS)}")
     name, op, value = m.groups()
     if name not in METRICS:
-        raise SweepError(f"--expect {text!r}: unknown name {name!r}; known: {', '.join(METRICS)}")
+        raise SweepError(f"--expect {text!r}: unknown name {name!r}; known: {', '.join(METRICS)}; or a "
+                         f"timing, {'|'.join(TIMING_FIELDS)}(COLLECTIVE,SIZE)")
     return Expectation(text.strip(), name, op, value.strip("'\""))
 
 
