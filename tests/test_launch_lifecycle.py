@@ -271,11 +271,13 @@ def test_every_nccl_process_has_its_own_log(run_cli, ncclsim_exe: Path, tmp_path
 
 # ---- a topology file of one's own ----
 
-@pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"]])
+@pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"],
+                                     ["topo", "generate", "-o", "gen"]])
 @pytest.mark.parametrize("args,message", [
     (["--topo", "missing.xml"], "--topo: missing.xml: no such file"),
-    (["--topo", "box.xml", "--preset", "dgx-a100"], "--topo and --preset both say what the hosts are"),
+    (["--topo", "box.xml", "--preset", "dgx-a100"], "argument --preset: not allowed with argument --topo"),
     (["--topo", "bad.xml"], "--topo: bad.xml:1: <system> has no <cpu>"),
+    (["--gpu-model", "h100"], "--gpu-model names the model of --topo's GPUs: give --topo FILE"),
 ])
 def test_a_bad_topo_file_is_one_line(run_cli, tmp_path: Path, command: list[str], args: list[str],
                                      message: str) -> None:
@@ -286,6 +288,7 @@ def test_a_bad_topo_file_is_one_line(run_cli, tmp_path: Path, command: list[str]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "ncclsim-runs").exists() and not (tmp_path / "ncclsim-sweeps").exists()
+    assert not (tmp_path / "gen").exists()
 
 
 @pytest.mark.parametrize("command", [["launch", "--hosts", "1"], ["sweep", "--hosts", "1"]])

@@ -16,6 +16,7 @@ import pytest
 from lxml import etree
 
 from ncclsim.cluster.model import CpuSocket, Host, PciSwitch
+from ncclsim.cluster.platform_config import platform_config
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir
 from ncclsim.platform.env import with_host_preload
 from ncclsim.platform.pci import PciAddress
@@ -451,9 +452,9 @@ def test_import_rejects_bad_files_and_outputs(run_cli: RunCli, tmp_path: Path) -
 
 # ---- what NCCL writes or reads its own way ----
 
-def _dump(device: str, sm: int, gpu_inside: str, gpus: int = 2) -> str:
+def _dump(device: str, sm: int, gpu_inside: str, gpus: int = 2, nics: str = "") -> str:
     """A topology in the shape of NCCL's dump (NCCL_TOPO_DUMP_FILE) of a VM:
-    GPUs on root ports, `gpu_inside` the children of each <gpu>."""
+    GPUs on root ports, `gpu_inside` the children of each <gpu>, then `nics`."""
     pcis = "".join(
         f'    <pci busid="0000:{0x10 + i:02x}:00.0" class="0x030200" vendor="0x10de" '
         f'device="{device}" subsystem_vendor="0x10de" subsystem_device="0x16c1" '
@@ -462,7 +463,13 @@ def _dump(device: str, sm: int, gpu_inside: str, gpus: int = 2) -> str:
         "    </pci>\n" for i in range(gpus))
     return ('<system version="1">\n  <cpu host_hash="0x5c4c3b3c8e3b1e6d" numaid="0" '
             'affinity="ffffffff" arch="x86_64" vendor="GenuineIntel" familyid="6" '
-            f'modelid="106">\n{pcis}  </cpu>\n</system>\n')
+            f'modelid="106">\n{pcis}{nics}  </cpu>\n</system>\n')
+
+
+def _nic(bus: int, net: str) -> str:
+    return (f'    <pci busid="0000:{bus:02x}:00.0" class="0x020700" vendor="0x15b3" device="0x1021" '
+            'subsystem_vendor="0x15b3" subsystem_device="0x0023" link_speed="32.0 GT/s PCIe" '
+            f'link_width="16">\n      <nic>\n        {net}\n      </nic>\n    </pci>\n')
 
 
 VM_NVLINK = '        <nvlink target="fffffff:ff:ff.0" count="12" tclass="0x068000"/>\n'
@@ -533,3 +540,53 @@ def test_nvidia_smi_sys_within_one_numa_node(tmp_path: Path) -> None:
             assert _relation(host, bus[a], bus[b]) == cell.replace("NODE", "PHB/NODE"), (a, b)
     assert any("GPU2, GPU3, NIC2, NIC3 report NUMA node 0 but are SYS" in n
                and "placed on NUMA node 1" in n for n in result.notes)
+
+
+def test_nics_keep_the_files_numbering(run_cli: RunCli, tmp_path: Path) -> None:
+    # mlx5_0 sits on a later bus than mlx5_1: NCCL's NET/0 is mlx5_0, as in the file.
+    net = '<net name="mlx5_{n}" dev="{n}" speed="400000" port="1" latency="0" guid="0x{n}" maxconn="131072" gdr="1"/>'
+    (tmp_path / "dev.xml").write_text(_dump("0x2330", 90, "", nics=_nic(0x40, net.format(n=1)) + _nic(0x50, net.format(n=0))))
+    result = _import(tmp_path / "dev.xml", tmp_path)
+    assert [(n.index, n.name, n.bus_id.bus) for n in result.host.nics] == [(0, "mlx5_0", 0x50), (1, "mlx5_1", 0x40)]
+    assert "dev: 0" in result.text and not any("numbered in bus order" in n for n in result.notes)
+    # Without dev (provider files), the number ending the name tells.
+    (tmp_path / "named.xml").write_text(_dump("0x2330", 90, "", nics=_nic(0x40, '<net name="mlx5_1"/>') +
+                                              _nic(0x50, '<net name="mlx5_0"/>')))
+    named = _import(tmp_path / "named.xml", tmp_path)
+    assert [(n.name, n.bus_id.bus) for n in named.host.nics] == [("mlx5_0", 0x50), ("mlx5_1", 0x40)]
+    # topo generate --topo FILE: hosts of that machine (each in its own PCI domain),
+    # whose NCCL topology numbers the NICs so; the spec kept beside them.
+    proc = run_cli("topo", "generate", "--topo", "dev.xml", "--hosts", "2", "-o", "gen", "--json")
+    assert proc.returncode == 0, proc.stderr
+    for h, host in enumerate(json.loads(proc.stdout)["hosts"]):
+        xml = etree.parse(host["topo_xml"]).getroot()
+        assert [(n.get("name"), n.get("dev"), n.getparent().getparent().get("busid")) for n in xml.iter("net")] == [
+            ("mlx5_1", "1", f"{h:04x}:40:00.0"), ("mlx5_0", "0", f"{h:04x}:50:00.0")]
+    kept = (tmp_path / "gen" / "topo-spec.yaml").read_text()
+    assert 'name: "topo-spec"' in kept and "{bus: 0x50, dev: 0}" in kept
+    (tmp_path / "imported.yaml").write_text(result.text)
+    # A hand-written spec gives every NIC a dev, or none.
+    (tmp_path / "imported.yaml").write_text(result.text.replace("{bus: 0x50, dev: 0}", "0x50"))
+    _one_error_line(run_cli("topo", "validate", "imported.yaml"), r"NIC dev numbers -, 1: give every NIC one")
+
+
+def test_gpu_links_and_collnet_as_the_file_says(tmp_path: Path) -> None:
+    a100 = _dump("0x20b2", 80, "")  # GPUs on 16 GT/s x16 links, as the model's
+    net = '<net name="mlx5_0" dev="0" speed="200000" port="1" coll="1"/>'
+    cases = {  # the file's link_speed -> the GPUs' link, and the note it takes
+        '"8.0 GT/s PCIe"': ("8.0 GT/s PCIe", None),  # as on AWS p4d: kept as written
+        '""': ("8.0 GT/s PCIe", "PCI link speed '' missing or unknown: 8.0 GT/s PCIe, as NCCL reads it"),
+        None: ("16.0 GT/s PCIe", "a100 GPUs without a PCI link speed (NCCL reads the machine's): 16.0 GT/s PCIe"),
+    }
+    for written, (speed, note) in cases.items():
+        text = a100.replace('link_speed="16.0 GT/s PCIe" ', "" if written is None else f"link_speed={written} ")
+        (tmp_path / "a100.xml").write_text(text.replace("  </cpu>", _nic(0x40, net) + "  </cpu>"))
+        result = _import(tmp_path / "a100.xml", tmp_path)
+        assert {(g.link.speed, g.link.width) for g in result.host.gpus} == {(speed, 16)}, written
+        assert note is None or any(n.startswith(note) for n in result.notes), result.notes
+        # What NVML and the modelled PCIe time read: the platform file's link.
+        conf = platform_config(result.host)
+        assert {(g.pcie_gen, g.pcie_width) for g in conf.gpus} == {(3 if speed.startswith("8") else 4, 16)}
+        # coll="1": the network reduces in its switches, for the whole host.
+        assert result.preset.collnet and result.host.collnet
+        assert any('coll="1"' in n and "collnet: true" in n for n in result.notes)

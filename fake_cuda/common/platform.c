@@ -116,6 +116,8 @@ void fc_platform_default(fc_platform *p, int host_index)
         default_uuid(host_index, i, g->uuid);
         g->memory = g->model->total_memory;
         g->numa_node = i < 4 ? 0 : 1;
+        g->pcie_gen = g->model->pcie_gen;
+        g->pcie_width = g->model->pcie_width;
         default_nvlinks(g, domain);
     }
     p->multicast = 1; /* an HGX H100 board: NVSwitch gen 3 with multicast */
@@ -251,6 +253,12 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
             } else if (strcmp(key, "numa_node") == 0) {
                 if (parse_int(val, -1, 1023, &x)) FAIL("numa_node must be -1..1023, got \"%s\"", val);
                 g->numa_node = (int)x;
+            } else if (strcmp(key, "pcie_gen") == 0) {
+                if (parse_int(val, 1, 6, &x)) FAIL("pcie_gen must be 1..6, got \"%s\"", val);
+                g->pcie_gen = (int)x;
+            } else if (strcmp(key, "pcie_width") == 0) {
+                if (parse_int(val, 1, 32, &x)) FAIL("pcie_width must be 1..32, got \"%s\"", val);
+                g->pcie_width = (int)x;
             } else if (strcmp(key, "nvlink_remote") == 0) {
                 if (parse_nvlinks(val, g)) FAIL("nvlink_remote must be a list of bus ids with optional *count, at most %d links", FC_MAX_NVLINKS);
                 links_given[i] = 1;
@@ -292,6 +300,8 @@ int fc_platform_load(const char *path, fc_platform *p, char *err, size_t errlen)
             if (memcmp(&p->gpu[j].pci, &g->pci, sizeof g->pci) == 0)
                 FAIL("[gpu] #%d and #%d have the same bus_id", j, i);
         if (!g->memory) g->memory = g->model->total_memory;
+        if (!g->pcie_gen) g->pcie_gen = g->model->pcie_gen;
+        if (!g->pcie_width) g->pcie_width = g->model->pcie_width;
         if (!uuid_given[i]) default_uuid(p->host_index, i, g->uuid);
         if (!links_given[i]) default_nvlinks(g, g->pci.domain);
     }

@@ -29,6 +29,8 @@
  *   nvlink_remote = 0000:05:00.0*4,0000:06:00.0*5    (optional: link i -> remote
  *                                   PCI bus id, `*n` repeats; default: the
  *                                   model's link count spread over 4 switches)
+ *   pcie_gen = 4                   (optional, 1..6: the GPU's PCIe link; default
+ *   pcie_width = 16                 the model's, as is the width, 1..32)
  *   [nic]                          (one section per NIC of the host, in order;
  *                                   what the net plugin reports)
  *   name = mlx5_0
@@ -74,6 +76,7 @@ typedef struct fc_gpu {
     unsigned char uuid[16];
     uint64_t memory;
     int numa_node;
+    int pcie_gen, pcie_width; /* the GPU's PCIe link (the model's unless the file says) */
     int nvlinks;
     fc_pci_addr nvlink_remote[FC_MAX_NVLINKS];
 } fc_gpu;

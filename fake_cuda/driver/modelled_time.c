@@ -90,8 +90,8 @@ void fc_time_op_end(uint64_t t)
 double fc_time_pcie_gbps(int dev)
 {
     const fc_platform *p = fc_platform_get();
-    const fc_gpu_model *m = p && dev >= 0 && dev < p->ngpus ? p->gpu[dev].model : NULL;
-    int gen = m ? m->pcie_gen : 4, width = m ? m->pcie_width : 16;
+    const fc_gpu *g = p && dev >= 0 && dev < p->ngpus ? &p->gpu[dev] : NULL;
+    int gen = g ? g->pcie_gen : 4, width = g ? g->pcie_width : 16;
     double lane = gen >= 5 ? fc_timing.pcie_gbps_per_lane_gen5
                 : gen == 4 ? fc_timing.pcie_gbps_per_lane_gen4
                            : fc_timing.pcie_gbps_per_lane_gen3;

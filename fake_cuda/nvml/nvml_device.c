@@ -314,7 +314,7 @@ static nvmlReturn_t pcie_value(nvmlDevice_t device, unsigned int *out, int width
 {
     DEVICE_OR_RETURN(device, gpu);
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    int v = width ? gpu->model->pcie_width : gpu->model->pcie_gen;
+    int v = width ? gpu->pcie_width : gpu->pcie_gen;
     if (v <= 0) return NVML_ERROR_NOT_SUPPORTED;
     *out = (unsigned)v;
     return NVML_SUCCESS;

@@ -83,7 +83,7 @@ def build_host(p: Preset, index: int, ngpus: int, nnics: int, catalog: GpuCatalo
                    uuid=default_uuid(index, i),
                    identity=PciIdentity(NVIDIA_VENDOR, model.pci_device_id, NVIDIA_VENDOR,
                                         model.pci_subsystem_id),
-                   link=PciLink(PCIE_LINK_SPEEDS[model.pcie_gen], model.pcie_width),
+                   link=g.link or PciLink(PCIE_LINK_SPEEDS[model.pcie_gen], model.pcie_width),
                    sm=model.sm, nvlinks=links)
 
     def make_nic(n: NicSpec, above: Optional[PciAddress]) -> Nic:

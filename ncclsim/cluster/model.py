@@ -45,6 +45,10 @@ class PciLink:
     speed: str  # one of PCIE_LINK_SPEEDS' values
     width: int  # lanes
 
+    @property
+    def generation(self) -> int:
+        return next(gen for gen, speed in PCIE_LINK_SPEEDS.items() if speed == self.speed)
+
 
 @dataclass(frozen=True)
 class CpuSocket:

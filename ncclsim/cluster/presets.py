@@ -42,6 +42,7 @@ class GpuSpec:
     bus: int
     model: str
     nvlinks: tuple[tuple[int, int], ...]  # (target bus, count)
+    link: Optional[PciLink] = None  # its PCIe link; None: the model's
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class NicSpec:
     link: PciLink
     max_conn: Optional[int]
     gdr: Optional[bool]
+    dev: Optional[int] = None  # the net plugin's number for it (NET/<dev>); None: bus order
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,10 @@ class Preset:
         return sorted(_walk(self.sockets, "gpus"), key=lambda g: g.bus)
 
     def nics(self) -> list[NicSpec]:
-        return sorted(_walk(self.sockets, "nics"), key=lambda n: n.bus)
+        """All NICs, in the net plugin's order (= their index on the host): by
+        `dev` where the spec gives it (a real machine's mlx5_N is NET/N whatever
+        its bus), else by bus."""
+        return sorted(_walk(self.sockets, "nics"), key=lambda n: (n.dev or 0, n.bus))
 
     def switch_buses(self) -> list[int]:
         return [s.bus for s in _walk(self.sockets, "switches")]
@@ -223,6 +228,7 @@ LINK_KEYS = ("link_speed", "link_width")
 SWITCH_KEYS = (*PCI_ID_KEYS, *LINK_KEYS)
 NIC_KEYS = ("name", "transport", "speed", "port", "latency", *PCI_ID_KEYS, *LINK_KEYS,
             "maxconn", "gdr")
+NIC_OWN_KEYS = ("bus", "dev")  # a NIC's alone, never a section default
 BUS = (0, 0xFF)
 U16 = (0, 0xFFFF)
 
@@ -304,28 +310,33 @@ class _HostParser:
 
     def gpu(self, v: Any, where: str) -> GpuSpec:
         n = _Node(v if isinstance(v, Mapping) else {"bus": v}, where, self.source,
-                  ("bus", "model", "nvlinks"))
+                  ("bus", "model", "nvlinks", *LINK_KEYS))
         links = (_nvlinks(n.value["nvlinks"], n.sub("nvlinks"), n) if n.has("nvlinks")
                  else self.nvlinks)
+        given = [k for k in LINK_KEYS if n.has(k)]
+        if given and len(given) != len(LINK_KEYS):
+            raise n.error(f"give {' and '.join(LINK_KEYS)} together (or neither: the model's)")
         return GpuSpec(n.get("bus", n.int_(*BUS)), n.get("model", n.str_(), default=self.gpu_model),
-                       links)
+                       links, _link(n) if given else None)
 
     def nic(self, v: Any, where: str) -> NicSpec:
         entry = _Node(v if isinstance(v, Mapping) else {"bus": v}, where, self.source,
-                      ("bus", *NIC_KEYS))
+                      (*NIC_OWN_KEYS, *NIC_KEYS))
         missing = [k for k in NIC_KEYS if k not in ("maxconn", "gdr")
                    and k not in entry.value and k not in self.nic_defaults]
         if missing:
             raise entry.error(f"missing {', '.join(missing)} (give them here or in `nic`)")
-        n = _Node({"bus": entry.value["bus"], **_merged(self.nic_defaults, entry, NIC_KEYS)},
-                  where, self.source, ("bus", *NIC_KEYS))
+        own = {k: entry.value[k] for k in NIC_OWN_KEYS if k in entry.value}
+        n = _Node({**own, **_merged(self.nic_defaults, entry, NIC_KEYS)},
+                  where, self.source, (*NIC_OWN_KEYS, *NIC_KEYS))
         return NicSpec(
             bus=n.get("bus", n.int_(*BUS)), name=n.get("name", n.str_()),
             transport=n.get("transport", n.str_(tuple(NIC_CLASSES))),
             speed_mbps=n.get("speed", n.int_(1, 100_000_000)), port=n.get("port", n.int_(1, 255)),
             latency_us=n.get("latency", n.float_), identity=_identity(n), link=_link(n),
             max_conn=n.get("maxconn", n.int_(1, 1 << 30), default=None),
-            gdr=n.get("gdr", n.bool_, default=None))
+            gdr=n.get("gdr", n.bool_, default=None),
+            dev=n.get("dev", n.int_(0, 255), default=None))
 
     def switch(self, v: Any, where: str) -> SwitchSpec:
         entry = _Node(v, where, self.source, ("bus", "gpus", "nics", "switches", *SWITCH_KEYS))
@@ -362,6 +373,10 @@ def _check_buses(p: Preset, top: _Node) -> None:
             seen[b] = kind
     if not p.gpus():
         raise top.error("a host needs at least one GPU")
+    devs = [n.dev for n in p.nics()]
+    if devs != [None] * len(devs) and (None in devs or sorted(devs) != list(range(len(devs)))):  # type: ignore[type-var]
+        raise top.error(f"NIC dev numbers {', '.join('-' if d is None else str(d) for d in devs)}: "
+                        f"give every NIC one, 0..{len(devs) - 1} each once, or none (bus order)")
     for g in p.gpus():
         for target, _ in g.nvlinks:
             if seen.get(target) not in ("NVSwitch", "GPU") or target == g.bus:

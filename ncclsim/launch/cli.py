@@ -9,6 +9,8 @@ from typing import Any
 from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, LaunchError, LaunchOptions
 from ncclsim.platform.models import GpuCatalog
+from ncclsim.rundir import TOPO_SPEC
+from ncclsim.topology import topo_option
 
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
@@ -21,11 +23,10 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=int, default=2, metavar="H", help="simulated hosts (default 2)")
     p.add_argument("--gpus", type=int, metavar="G", help="GPUs per host (default: the preset's, 8)")
-    p.add_argument("--preset", help="cluster preset or spec file (default dgx-h100)")
-    p.add_argument("--topo", metavar="FILE",
-                   help="every host is the machine of this NCCL topology file (NCCL_TOPO_DUMP_FILE, a "
-                        "hand-written NCCL_TOPO_FILE) or `nvidia-smi topo -m` output, imported as "
-                        "`ncclsim topo import` does (its notes: topo-spec.yaml in the run directory)")
+    hosts_are = p.add_mutually_exclusive_group()
+    hosts_are.add_argument("--preset", help="cluster preset or spec file (default dgx-h100)")
+    topo_option.add_arguments(hosts_are, f"{TOPO_SPEC} in the run directory")
+    topo_option.add_gpu_model(p)
     p.add_argument("--nics", type=int, metavar="N", help="NICs per host (default: the preset's)")
     p.add_argument("--collnet", action="store_true", default=None,
                    help="the network's switches reduce (SHARP-like): the simulated NICs offer CollNet, "
@@ -73,9 +74,8 @@ def options(args: argparse.Namespace) -> LaunchOptions:
         command = command[1:]
     if args.command and not command:
         raise LaunchError("missing command after `--`")
-    if args.topo and args.preset:
-        raise LaunchError("--topo and --preset both say what the hosts are: give one")
-    return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset or "dgx-h100", topo=args.topo,
+    topo_option.check(args.topo, args.gpu_model)
+    return LaunchOptions(hosts=args.hosts, gpus=args.gpus, preset=args.preset or "dgx-h100", topo=args.topo, gpu_model=args.gpu_model,
                          nics=args.nics, collnet=args.collnet,
                          gpus_per_process=args.gpus_per_process, timeout=args.timeout,
                          run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,

@@ -27,7 +27,8 @@ from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.host_summary import HostSummary
-from ncclsim.topology.importers import ImportResult, TopoImportError, import_topology
+from ncclsim.topology import topo_option
+from ncclsim.topology.importers import ImportResult
 from ncclsim.cluster.build import build_cluster
 
 SCHEMA_VERSION = 1
@@ -132,10 +133,7 @@ def _imported(opts: LaunchOptions, err: TextIO) -> Optional[ImportResult]:
     """--topo: the file's machine, as `ncclsim topo import` makes it."""
     if not opts.topo:
         return None
-    try:
-        result = import_topology(Path(opts.topo), Path(rundir.TOPO_SPEC))
-    except TopoImportError as e:
-        raise LaunchError(f"--topo: {e}") from None
+    result = topo_option.imported(opts.topo, Path(rundir.TOPO_SPEC), opts.gpu_model)
     notes = f"; {len(result.notes)} note(s) in the run directory's {rundir.TOPO_SPEC}" if result.notes else ""
     err.write(f"ncclsim: --topo {opts.topo} ({result.kind}): {HostSummary.of_host(result.host).text()}{notes}\n")
     return result

@@ -27,6 +27,7 @@ class LaunchOptions:
     gpus: Optional[int] = None  # per host; None: the preset's
     preset: str = "dgx-h100"
     topo: Optional[str] = None  # an NCCL topology file (or `nvidia-smi topo -m`): every host is that machine
+    gpu_model: Optional[str] = None  # the model of `topo`'s GPUs, where the file does not tell
     nics: Optional[int] = None  # per host; None: the preset's
     gpus_per_process: int = 1
     timeout: float = 0.0  # seconds; 0: none

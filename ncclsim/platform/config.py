@@ -29,6 +29,7 @@ DEFAULT_DRIVER_VERSION = 13000
 DRIVER_VERSION_RANGE = (11000, 99990)
 MEMORY_RANGE = (1 << 20, 1 << 50)
 NUMA_RANGE = (-1, 1023)
+PCIE_GEN_MAX, PCIE_WIDTH_MAX = 6, 32  # a GPU's PCIe link: Gen1..Gen6, x1..x32
 MAX_LINE = 4095  # fc_platform_load reads lines into a 4096-byte buffer
 
 SYS_PCI_DEVICES = Path("/sys/bus/pci/devices")
@@ -91,6 +92,8 @@ class GpuConfig:
     memory: int  # bytes
     numa_node: int = -1
     nvlink_remote: tuple[PciAddress, ...] = ()  # link i -> remote PCI bus id
+    pcie_gen: int = 0  # the GPU's PCIe link; 0: the model's
+    pcie_width: int = 0
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ class PlatformConfig:
                   f"GPU {i}: numa_node must be -1..1023, got {g.numa_node}")
             check(len(g.nvlink_remote) <= MAX_NVLINKS,
                   f"GPU {i}: at most {MAX_NVLINKS} NVLinks, got {len(g.nvlink_remote)}")
+            check(0 <= g.pcie_gen <= PCIE_GEN_MAX and 0 <= g.pcie_width <= PCIE_WIDTH_MAX,
+                  f"GPU {i}: PCIe gen 1..{PCIE_GEN_MAX}, width 1..{PCIE_WIDTH_MAX} (0: the model's)")
         check(len(self.nics) <= MAX_NICS, f"a host has at most {MAX_NICS} NICs")
         names = [n.name for n in self.nics]
         check(len(set(names)) == len(names), f"NIC names must be unique, got {names}")
@@ -208,6 +213,7 @@ def format_platform(cfg: PlatformConfig) -> str:
                   f"memory = {g.memory}",
                   f"numa_node = {g.numa_node}",
                   f"nvlink_remote = {_format_links(g.nvlink_remote)}".rstrip()]
+        lines += [f"{k} = {v}" for k, v in (("pcie_gen", g.pcie_gen), ("pcie_width", g.pcie_width)) if v]
     for n in cfg.nics:
         lines += ["[nic]",
                   f"name = {n.name}",
@@ -274,6 +280,8 @@ class _GpuDraft:
     memory: Optional[int] = None
     numa_node: int = -1
     nvlink_remote: Optional[tuple[PciAddress, ...]] = None
+    pcie_gen: int = 0
+    pcie_width: int = 0
 
 
 def _gpu_key(g: _GpuDraft, key: str, val: str, catalog: GpuCatalog) -> Optional[str]:
@@ -294,6 +302,12 @@ def _gpu_key(g: _GpuDraft, key: str, val: str, catalog: GpuCatalog) -> Optional[
             if numa is None:
                 return f'numa_node must be -1..1023, got "{val}"'
             g.numa_node = numa
+        elif key in ("pcie_gen", "pcie_width"):
+            hi = PCIE_GEN_MAX if key == "pcie_gen" else PCIE_WIDTH_MAX
+            x = _c_int(val, 1, hi)
+            if x is None:
+                return f'{key} must be 1..{hi}, got "{val}"'
+            setattr(g, key, x)
         elif key == "nvlink_remote":
             g.nvlink_remote = _parse_links(val)
             if g.nvlink_remote is None:
@@ -414,7 +428,8 @@ def parse_platform(text: str, source: str = "<string>",
         gpus.append(GpuConfig(
             model=g.model.key, bus_id=g.bus_id, uuid=g.uuid or default_uuid(host, i),
             memory=g.memory or g.model.total_memory, numa_node=g.numa_node,
-            nvlink_remote=default_nvlinks(g.model, g.bus_id.domain) if links is None else links))
+            nvlink_remote=default_nvlinks(g.model, g.bus_id.domain) if links is None else links,
+            pcie_gen=g.pcie_gen, pcie_width=g.pcie_width))
     nics: list[NicConfig] = []
     for i, n in enumerate(nic_drafts):
         if "name" not in n or "speed" not in n:

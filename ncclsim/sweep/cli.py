@@ -21,6 +21,7 @@ from ncclsim.rundir import TOPO_SPEC
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
 from ncclsim.sweep.runner import Outcome, Stop, run_all
+from ncclsim.topology import topo_option
 
 
 DEFAULT_OUT = Path("ncclsim-sweeps")
@@ -35,10 +36,10 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--preset", metavar="P1,P2", help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
-    p.add_argument("--topo", metavar="FILE",
-                   help="every run's hosts are the machine of this NCCL topology file or `nvidia-smi topo "
-                        "-m` output, imported once as `ncclsim topo import` does (topo-spec.yaml in --out)")
+    hosts_are = p.add_mutually_exclusive_group()
+    hosts_are.add_argument("--preset", metavar="P1,P2", help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
+    topo_option.add_arguments(hosts_are, f"{TOPO_SPEC} in --out")
+    topo_option.add_gpu_model(p)
     p.add_argument("--hosts", default="2", metavar="H1,H2", help="simulated hosts (default 2)")
     p.add_argument("--gpus", default="", metavar="G1,G2", help="GPUs per host (default: the preset's)")
     p.add_argument("--nccl", default="installed", metavar="V1,V2",
@@ -65,15 +66,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--csv", type=Path, metavar="FILE", help="write the results as CSV here")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- CMD ARGS...: what every run runs (default: launch's built-in probe)")
-
-
-def _imported_spec(topo: str, spec: Path) -> str:
-    """--topo: the file as a spec (the text to write at `spec`, which every run uses)."""
-    from ncclsim.topology.importers import TopoImportError, import_topology
-    try:
-        return import_topology(Path(topo), spec).text
-    except TopoImportError as e:
-        raise matrix.SweepError(f"--topo: {e}") from None
 
 
 def _points(args: argparse.Namespace, spec: Path) -> list[matrix.Point]:
@@ -106,9 +98,8 @@ def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, o
             err: TextIO = sys.stderr) -> int:
     out_dir = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
     spec = out_dir / TOPO_SPEC
-    if args.topo and args.preset:
-        raise matrix.SweepError("--topo and --preset both say what the hosts are: give one")
-    spec_text = _imported_spec(args.topo, spec) if args.topo else None  # checked before anything is written
+    topo_option.check(args.topo, args.gpu_model)
+    spec_text = topo_option.imported(args.topo, spec, args.gpu_model).text if args.topo else None  # checked before anything is written
     points = _points(args, spec)
     if points:  # what launch would refuse in every run (every point sets the same names), refused once
         check_environment({**environ, **dict(points[0].env)})

@@ -1,6 +1,6 @@
 """`ncclsim topo`: cluster topologies as files.
 
-    ncclsim topo generate (--preset P | --spec FILE) [--hosts N] [--gpus G] [--nics M] -o DIR
+    ncclsim topo generate (--preset P | --spec FILE | --topo FILE) [--hosts N] [--gpus G] [--nics M] -o DIR
         DIR/h<i>/topo.xml (NCCL_TOPO_FILE) and DIR/h<i>/platform.conf (NCCLSIM_PLATFORM)
     ncclsim topo validate FILE
         an NCCL topology XML, or a preset/spec YAML (*.yaml, *.yml)
@@ -25,7 +25,8 @@ from ncclsim.commands import add_command, emit_json
 from ncclsim.cluster.build import build_cluster
 from ncclsim.cluster.presets import DEFAULT_PRESET, Preset, available_presets, load_preset
 from ncclsim.platform.models import GpuCatalog, load_models
-from ncclsim.topology import import_cli
+from ncclsim.rundir import TOPO_SPEC
+from ncclsim.topology import import_cli, topo_option
 from ncclsim.topology.host_summary import HostSummary, plural
 from ncclsim.topology.validate import validate_topology
 
@@ -65,11 +66,13 @@ def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> No
     source.add_argument("--spec", type=Path, metavar="FILE",
                         help="a cluster spec of your own, in the preset format "
                              "(topologies/README.md)")
+    topo_option.add_arguments(source, f"DIR/{TOPO_SPEC}")
     gen.add_argument("--hosts", type=int, default=1, metavar="N", help="hosts (default 1)")
     gen.add_argument("--gpus", type=int, metavar="G",
                      help="keep the first G GPUs of each host (default: all)")
     gen.add_argument("--nics", type=int, metavar="M",
                      help="keep the first M NICs of each host (default: all)")
+    topo_option.add_gpu_model(gen)
     gen.add_argument("-o", "--output", type=Path, required=True, metavar="DIR",
                      help="output directory (created; files in it are replaced)")
     gen.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -103,6 +106,13 @@ def _emit_json(out: TextIO, doc: dict[str, Any]) -> None:
 # ---- generate ----
 
 def _load_source(args: argparse.Namespace) -> Preset:
+    topo_option.check(args.topo, args.gpu_model)
+    if args.topo is not None:
+        imported = topo_option.imported(args.topo, args.output.expanduser().resolve() / TOPO_SPEC,
+                                        args.gpu_model)
+        args.output.mkdir(parents=True, exist_ok=True)
+        (args.output / TOPO_SPEC).write_text(imported.text)
+        return imported.preset
     if args.spec is None:
         return load_preset(args.preset or DEFAULT_PRESET)
     spec: Path = args.spec

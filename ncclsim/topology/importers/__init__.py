@@ -139,3 +139,4 @@ def import_topology(path: Path, output: Path, gpu_model: Optional[str] = None,
         raise AssertionError(f"the spec written for {source} does not read back as imported")
     return ImportResult(source, kind, parsed, host, spec, tuple(raw.notes.lines()),
                         assembled.renumbered)
+

@@ -42,18 +42,20 @@ def assemble(host: RawHost, name: str, description: str, source: Path) -> Assemb
     if not any(isinstance(n, RawGpu) for n in nodes):
         raise TopoImportError(f"{source}: no GPU found")
     buses = _keep_bus_numbers(host, nodes) if host.real_bus_ids else None
+    devs: dict[Key, int] = {}
     if buses is None:
         buses = _fresh_bus_numbers(host)
         _follow_input_order(nodes, buses)
     else:
-        _note_order(host, nodes, buses)
-    names = _nic_names(nodes, buses, host)
+        _note_gpu_order(host, nodes, buses)
+        devs = _nic_devs(nodes, buses)
+    names = _nic_names(nodes, buses, devs, host)
     cpu, affinities = _cpu(host)
     sockets = tuple(
-        SocketSpec(s.numa_id, aff, *_children(s.children, buses, names))
+        SocketSpec(s.numa_id, aff, *_children(s.children, buses, _Nics(names, devs)))
         for s, aff in zip(host.sockets, affinities))
     preset = Preset(name, description, source, cpu,
-                    tuple(sorted(buses[k] for k in host.nvswitches)), sockets)
+                    tuple(sorted(buses[k] for k in host.nvswitches)), sockets, collnet=host.collnet)
     renumbered = {}
     if host.real_bus_ids:
         for key, bus in buses.items():
@@ -155,20 +157,35 @@ def _follow_input_order(nodes: list[RawNode], buses: dict[Key, int]) -> None:
             buses[d.key] = bus
 
 
-def _note_order(host: RawHost, nodes: list[RawNode], buses: dict[Key, int]) -> None:
-    for kind, what in ((RawGpu, "GPU"), (RawNic, "NIC")):
-        devs = [n for n in nodes if isinstance(n, kind)]
-        by_bus = sorted(devs, key=lambda d: buses[d.key])
-        by_input = sorted(devs, key=lambda d: d.order)
-        if by_bus != by_input:
-            host.notes.add(f"{what}s are numbered in bus order here (as NVML and the NIC driver "
-                           f"do); the input numbered them otherwise")
+def _note_gpu_order(host: RawHost, nodes: list[RawNode], buses: dict[Key, int]) -> None:
+    gpus = [n for n in nodes if isinstance(n, RawGpu)]
+    if sorted(gpus, key=lambda d: buses[d.key]) != sorted(gpus, key=lambda d: d.order):
+        host.notes.add("GPUs are numbered in bus order here (as NVML does); the input numbered "
+                       "them otherwise")
+
+
+def _nic_devs(nodes: list[RawNode], buses: dict[Key, int]) -> dict[Key, int]:
+    """Each NIC's number in the net plugin where the input's order is not bus
+    order (a real machine's mlx5_N is NET/N, whatever its bus); empty otherwise."""
+    nics = [n for n in nodes if isinstance(n, RawNic)]
+    by_input = sorted(nics, key=lambda n: n.order)
+    if by_input == sorted(nics, key=lambda n: buses[n.key]):
+        return {}
+    return {n.key: i for i, n in enumerate(by_input)}
 
 
 # ---- NIC names ----
 
-def _nic_names(nodes: list[RawNode], buses: dict[Key, int], host: RawHost) -> dict[Key, str]:
-    nics = sorted((n for n in nodes if isinstance(n, RawNic)), key=lambda n: buses[n.key])
+@dataclass(frozen=True)
+class _Nics:
+    names: dict[Key, str]
+    devs: dict[Key, int]  # empty: bus order
+
+
+def _nic_names(nodes: list[RawNode], buses: dict[Key, int], devs: dict[Key, int],
+               host: RawHost) -> dict[Key, str]:
+    nics = sorted((n for n in nodes if isinstance(n, RawNic)),
+                  key=lambda n: devs.get(n.key, buses[n.key]))
     names = {n.key: n.name for n in nics if n.name is not None}
     taken = set(names.values())
     unnamed = [(i, n) for i, n in enumerate(nics) if n.name is None]
@@ -235,17 +252,17 @@ def _derived_layout(socks: list[RawSocket]) -> Optional[tuple[int, int]]:
 
 # ---- the tree ----
 
-def _children(nodes: list[RawNode], buses: dict[Key, int], names: dict[Key, str],
+def _children(nodes: list[RawNode], buses: dict[Key, int], nic: _Nics,
               ) -> tuple[tuple[GpuSpec, ...], tuple[NicSpec, ...], tuple[SwitchSpec, ...]]:
     ordered = sorted(nodes, key=lambda n: buses[n.key])
-    gpus = tuple(GpuSpec(buses[g.key], g.model, tuple((buses[t], c) for t, c in g.nvlinks))
+    gpus = tuple(GpuSpec(buses[g.key], g.model, tuple((buses[t], c) for t, c in g.nvlinks), g.link)
                  for g in ordered if isinstance(g, RawGpu))
     # A preset's NIC name is a template ({index}); braces of a real name are literal.
-    nics = tuple(NicSpec(buses[n.key], names[n.key].replace("{", "{{").replace("}", "}}"),
+    nics = tuple(NicSpec(buses[n.key], nic.names[n.key].replace("{", "{{").replace("}", "}}"),
                          n.transport, n.speed_mbps, n.port,
-                         n.latency_us, n.identity, n.link, n.max_conn, n.gdr)
+                         n.latency_us, n.identity, n.link, n.max_conn, n.gdr, nic.devs.get(n.key))
                  for n in ordered if isinstance(n, RawNic))
     switches = tuple(SwitchSpec(buses[s.key], s.identity, s.link,
-                                *_children(s.children, buses, names))
+                                *_children(s.children, buses, nic))
                      for s in ordered if isinstance(s, RawSwitch))
     return gpus, nics, switches

@@ -40,6 +40,7 @@ INVISIBLE_KEY: Key = (0x10000,)  # sorts after every real bus id
 ASSUMED_NVSWITCH = 0x10001  # keys (ASSUMED_NVSWITCH, i) for an assumed fabric
 ID_ATTRS = ("vendor", "device", "subsystem_vendor", "subsystem_device")
 _CPUMASK = re.compile(r"^[0-9a-f]{1,8}(,[0-9a-f]{8})*$")
+_TRAILING_NUMBER = re.compile(r"(\d+)$")
 _GT_S = re.compile(r"^\s*([0-9.]+)\s*GT/s")
 GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 NCCL_DEFAULT_GEN = 3  # what NCCL assumes for a speed it does not know
@@ -123,10 +124,12 @@ class _Reader:
         sockets = [self.socket(c) for c in cpus]
         self.number_unknown_numa(sockets, cpus)
         nvswitches = self.resolve_nvlinks(sockets)
+        self.order_nics(sockets)
         return RawHost(self.cpu(cpus), sockets, nvswitches, real_bus_ids=True,
                        fallback_cores=(self.ref.cpu.cores_per_socket,
                                        self.ref.cpu.threads_per_core),
-                       reference=self.ref.preset, notes=self.notes)
+                       reference=self.ref.preset, notes=self.notes,
+                       collnet=self.collnet(root))
 
     def kind(self, el: etree._Element) -> str:
         cls = (el.get("class") or "").lower()
@@ -220,16 +223,27 @@ class _Reader:
         self.seen[key] = getattr(el, "sourceline", None) or 0
         return key
 
-    def link(self, el: etree._Element) -> PciLink:
+    def link(self, el: etree._Element, machine: Optional[tuple[PciLink, str]] = None) -> PciLink:
+        """The device's PCIe link as the file says it. An attribute the file
+        leaves out NCCL reads from the machine (/sys): `machine`'s (the link and
+        whose it is) where known; one it cannot parse NCCL takes as Gen3 x16."""
         speed = el.get("link_speed")
         m = _GT_S.match(speed or "")
         gen = GEN_BY_GTS.get(float(m.group(1))) if m else None
-        if gen is None:
+        if gen is None and speed is None and machine is not None:
+            gen = machine[0].generation
+            self.notes.add(f"{machine[1]} without a PCI link speed (NCCL reads the machine's): "
+                           f"{PCIE_LINK_SPEEDS[gen]}")
+        elif gen is None:
             gen = NCCL_DEFAULT_GEN
             self.notes.add(f"PCI link speed {speed!r} missing or unknown: "
                            f"{PCIE_LINK_SPEEDS[gen]}, as NCCL reads it")
         width = self.int_attr(el, "link_width")
-        if width is None or not 1 <= width <= 32:
+        if width is None and el.get("link_width") is None and machine is not None:
+            width = machine[0].width
+            self.notes.add(f"{machine[1]} without a PCI link width (NCCL reads the machine's): "
+                           f"x{width}")
+        elif width is None or not 1 <= width <= 32:
             self.notes.add(f"PCI link width {el.get('link_width')!r} missing or invalid: "
                            f"x{NCCL_DEFAULT_WIDTH}")
             width = NCCL_DEFAULT_WIDTH
@@ -317,7 +331,10 @@ class _Reader:
                            f"{len(split)} NVSwitch(es), as on {ref.preset}")
         elif gpu is not None and gpu.find("nvlink") is None and model.nvlinks:
             nvlinks = self.nvml_nvlinks(model.key, model.nvlinks)
-        return RawGpu(key, (dev,) if dev is not None else key, model.key, nvlinks)
+        board = PciLink(PCIE_LINK_SPEEDS[model.pcie_gen], model.pcie_width)
+        link = self.link(el, (board, f"{model.key} GPUs"))
+        return RawGpu(key, (dev,) if dev is not None else key, model.key, nvlinks,
+                      None if link == board else link)
 
     def nvml_nvlinks(self, model: str, count: int) -> list[tuple[Key, int]]:
         """A <gpu> without <nvlink>: NCCL asks NVML for the links (ncclTopoGetXmlFromGpu),
@@ -391,6 +408,35 @@ class _Reader:
         return sorted(nvswitches)
 
     # ---- NICs ----
+
+    def collnet(self, root: etree._Element) -> bool:
+        """coll="1" on a <net>: its network reduces in its switches (NCCL's CollNet,
+        SHARP). The spec says so for the whole host."""
+        nets = list(root.iter("net"))
+        coll = [n for n in nets if (n.get("coll") or "").strip() == "1"]
+        if not coll:
+            return False
+        some = f" ({len(coll)} of {len(nets)} NICs say so; here every NIC offers it)" \
+            if len(coll) < len(nets) else ""
+        self.notes.add(f'NICs with coll="1": the network reduces in its switches (CollNet): '
+                       f"collnet: true{some}; NCCL uses it with NCCL_COLLNET_ENABLE=1")
+        return True
+
+    def order_nics(self, sockets: list[RawSocket]) -> None:
+        """The net plugin's order: the file's `dev` where every NIC has one; else
+        the numbers ending the names (mlx5_N is NET/N) where those are distinct;
+        else bus order."""
+        nics = [n for s in sockets for n in walk(s.children) if isinstance(n, RawNic)]
+        if all(len(n.order) == 1 for n in nics):
+            return
+        numbers = [m.group(1) if (m := _TRAILING_NUMBER.search(n.name or "")) else None
+                   for n in nics]
+        if None not in numbers and len(set(numbers)) == len(nics):
+            for n, number in zip(nics, numbers):
+                n.order = (int(number),)  # type: ignore[arg-type]
+        else:
+            for n in nics:
+                n.order = n.key
 
     def nic(self, el: etree._Element, key: Key) -> RawNic:
         ref = self.ref.nic

@@ -45,6 +45,7 @@ class RawGpu:
     order: tuple[int, ...]  # the input's GPU numbering (NCCL dev, nvidia-smi GPU<i>)
     model: str  # key of gpu_models.json
     nvlinks: list[tuple[Key, int]]  # (target: an NVSwitch's or another GPU's key, count)
+    link: Optional[PciLink] = None  # its PCIe link where it is not the model's
 
 
 @dataclass
@@ -101,6 +102,7 @@ class RawHost:
     fallback_cores: tuple[int, int]
     reference: str
     notes: Notes
+    collnet: bool = False  # the NICs say the network reduces in its switches (coll="1")
 
 
 def walk(nodes: list[RawNode]) -> list[RawNode]:

@@ -70,7 +70,7 @@ def _nic_values(n: NicSpec) -> dict[str, str]:
 
 
 def _name_template(nics: list[NicSpec]) -> Optional[str]:
-    """"prefix{index}" when NIC i is named prefix<i> for every i (bus order)."""
+    """"prefix{index}" when NIC i is named prefix<i> for every i (index order)."""
     m = re.match(r"^(.*?)0$", nics[0].name) if nics else None
     if m is None or "{" in m.group(1):
         return None
@@ -94,7 +94,7 @@ def _switches(nodes: Sequence[Any]) -> list[SwitchSpec]:
 
 def _defaults(p: Preset) -> _Defaults:
     gpus = p.gpus()
-    nics = p.nics()  # bus order = NIC index order
+    nics = p.nics()  # NIC index order
     switches = _switches(p.sockets)
     switch = (dict(most_common([tuple(_switch_values(s).items()) for s in switches]))
               if switches else {})
@@ -125,6 +125,8 @@ def _gpu(g: GpuSpec, d: _Defaults) -> str:
         items.append(("model", g.model))
     if g.nvlinks != d.nvlinks:
         items.append(("nvlinks", _links(g.nvlinks)))
+    if g.link is not None:
+        items += [("link_speed", _str(g.link.speed)), ("link_width", str(g.link.width))]
     return items[0][1] if len(items) == 1 else _flow(items)
 
 
@@ -134,7 +136,8 @@ def _nic(n: NicSpec, d: _Defaults) -> str:
         values["name"] = _str(n.name)
     else:
         values.pop("name")  # follows the template, checked by _name_template
-    items = [("bus", _hex(n.bus))] + [(k, v) for k, v in values.items() if d.nic.get(k) != v]
+    items = [("bus", _hex(n.bus))] + ([("dev", str(n.dev))] if n.dev is not None else []) + \
+        [(k, v) for k, v in values.items() if d.nic.get(k) != v]
     return items[0][1] if len(items) == 1 else _flow(items)
 
 
