@@ -131,9 +131,13 @@ def test_validate_notes_a_vm_nvlink_target(run_cli: RunCli, topo_xml: Path) -> N
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith(f"ok: {vm}: NCCL topology: 8 GPUs (18 NVLinks per GPU)")
-    assert len(lines) == 2 and lines[1].startswith('  note: <nvlink> target="fffffff:ff:ff.0"')
+    assert lines[1].startswith('  note: <nvlink> target="fffffff:ff:ff.0"')
+    assert lines[2:] == ["  simulated as `ncclsim topo import` makes it, assuming:",
+                         '    NVLink target "fffffff:ff:ff.0" is no device (written in VMs, where the NVSwitch '
+                         "is not visible): an NVSwitch, as NCCL takes it (x8)"]
     doc = json.loads(run_cli("topo", "validate", "--json", str(vm)).stdout)
     assert len(doc["notes"]) == 1 and "NVSwitch" in doc["notes"][0]
+    assert len(doc["simulation_notes"]) == 1
 
 
 @pytest.mark.parametrize("preset", ["dgx-a100", "hgx-h100-4nic", "pcie-l40s"])
@@ -155,10 +159,9 @@ def _replace(old: str, new: str) -> Edit:
 
 @pytest.mark.parametrize("edit,fragment", [
     (_replace("</gpu>", "</gpux>"), r"topo\.xml:\d+: not well-formed XML: .*mismatch"),
-    (_replace(' link_width="16"', ""), r"topo\.xml:4: <pci>: missing link_width"),
+    (_replace(' busid="0000:16:00.0"', ""), r"topo\.xml:4: <pci>: missing busid"),
     (_replace('sm="90"', 'sm="ninety"'), r'topo\.xml:\d+: <gpu> sm="ninety": must be'),
-    (_replace('link_speed="32.0 GT/s PCIe"', 'link_speed="Gen5"'),
-     r'topo\.xml:4: <pci> link_speed="Gen5": is not a speed NCCL knows'),
+    (_replace('class="0x030200"', 'class="0x0302"'), r'topo\.xml:\d+: <pci> class="0x0302": must be a 6-digit'),
     (_replace("<system ", "<sytem "), r"topo\.xml:\d+: "),
     (lambda t: t + "garbage", r"topo\.xml:\d+: NCCL expects '<' here"),
 ])
@@ -166,6 +169,35 @@ def test_validate_rejects_a_broken_topology(run_cli: RunCli, topo_xml: Path, edi
                                             fragment: str) -> None:
     topo_xml.write_text(edit(topo_xml.read_text()))
     _one_error_line(run_cli("topo", "validate", str(topo_xml)), fragment)
+
+
+def test_validate_takes_what_nccl_reads_from_the_machine(run_cli: RunCli, topo_xml: Path) -> None:
+    # Provider files leave out what NCCL reads from /sys: PCI ids, link widths; a
+    # speed NCCL cannot parse it takes as Gen3. Notes, not errors; and ncclsim says
+    # what it assumes to simulate the machine.
+    text = re.sub(r' vendor="0x10de" device="0x2330" subsystem_vendor="0x10de" subsystem_device="0x16c1"', "",
+                  topo_xml.read_text())
+    text = text.replace(' link_width="16"', "", 1).replace('link_speed="32.0 GT/s PCIe"', 'link_speed="Gen5"', 1)
+    topo_xml.write_text(text)
+    proc = run_cli("topo", "validate", str(topo_xml))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert out.startswith(f"ok: {topo_xml}: NCCL topology: 8 GPUs (18 NVLinks per GPU)"), out
+    for fragment in ("note: <pci> without vendor, device, subsystem_vendor, subsystem_device: NCCL reads them "
+                     "from the machine (/sys)", "note: <pci> without link_width: NCCL reads them",
+                     'note: <pci> link_speed="Gen5" is not a speed NCCL knows (it would assume 8 GT/s)',
+                     "    PCI link speed 'Gen5' missing or unknown: 8.0 GT/s PCIe, as NCCL reads it"):
+        assert fragment in out, out
+    # A file whose GPU model nothing tells: NCCL reads it, ncclsim needs the model.
+    bare = re.sub(r'<gpu dev="(\d)" sm="90"', r'<gpu dev="\1"', text)
+    bare = re.sub(r' vendor="0x[0-9a-f]+" device="0x[0-9a-f]+" subsystem_vendor="0x[0-9a-f]+" '
+                  r'subsystem_device="0x[0-9a-f]+"', "", bare)
+    topo_xml.write_text(bare)
+    _one_error_line(run_cli("topo", "validate", str(topo_xml)),
+                    r"NCCL reads it, but ncclsim cannot simulate it: .*topo\.xml:\d+: .*cannot tell the GPU "
+                    r"model.*give --gpu-model")
+    proc = run_cli("topo", "validate", str(topo_xml), "--gpu-model", "h100")
+    assert proc.returncode == 0 and "8 GPUs (18 NVLinks per GPU)" in proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize("edit,fragment", [

@@ -80,11 +80,15 @@ def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> No
 
     val = sub.add_parser(
         "validate", help="check an NCCL topology XML or a preset/spec YAML",
-        description="Check FILE as NCCL would read it: an NCCL topology XML (errors name the "
-                    "line, element and attribute), or, for *.yaml/*.yml, a cluster spec in the "
-                    "preset format (errors name the key path). Prints a summary when it is "
-                    "fine; exit status 2 with one line otherwise.")
+        description="Check FILE: an NCCL topology XML as NCCL would read it (errors name the "
+                    "line, element and attribute; notes say what NCCL reads from the machine "
+                    "or ignores), and whether ncclsim can simulate the machine it describes "
+                    "(notes say what is assumed, as `topo import` does); or, for *.yaml/*.yml, a "
+                    "cluster spec in the preset format (errors name the key path). Prints a "
+                    "summary when it is fine; exit status 2 with one line otherwise.")
     val.add_argument("file", type=Path, metavar="FILE")
+    val.add_argument("--gpu-model", metavar="MODEL",
+                     help="the GPUs' model, for an XML that does not tell it")
     val.add_argument("--json", action="store_true", help="print the summary as JSON")
     val.set_defaults(topo_run=cmd_validate)
 
@@ -162,10 +166,17 @@ def _read_text(path: Path) -> str:
         raise TopoCliError(f"{path}: not UTF-8 text (byte {e.start})") from None
 
 
-def _validate_xml(path: Path) -> tuple[HostSummary, list[str]]:
+def _validate_xml(path: Path, gpu_model: Optional[str]) -> tuple[HostSummary, list[str], list[str]]:
+    """NCCL's view of the file, and what simulating it assumes (or why it cannot)."""
     text = _read_text(path)
-    notes = validate_topology(text, source=str(path))
-    return HostSummary.of_xml(etree.fromstring(text.encode())), notes
+    notes = validate_topology(text, source=str(path), complete=False)
+    from ncclsim.topology.importers import TopoImportError, import_topology  # only for XML
+    try:
+        simulated = import_topology(path, Path(f"{path.stem}.yaml"), gpu_model)
+    except TopoImportError as e:
+        raise TopoCliError(f"NCCL reads it, but ncclsim cannot simulate it: {e}") from None
+    # Counted as simulated: a class-only file's GPUs have no <gpu> for NCCL to show yet.
+    return HostSummary.of_host(simulated.host), notes, list(simulated.notes)
 
 
 def _validate_spec(path: Path, catalog: GpuCatalog) -> tuple[str, HostSummary]:
@@ -183,16 +194,22 @@ def _validate_spec(path: Path, catalog: GpuCatalog) -> tuple[str, HostSummary]:
 def cmd_validate(args: argparse.Namespace, out: TextIO, catalog: GpuCatalog) -> int:
     path: Path = args.file
     notes: list[str] = []
+    assumed: list[str] = []  # what simulating it assumes (an XML's)
     if path.suffix in PRESET_SUFFIXES:
+        if args.gpu_model:
+            raise TopoCliError("--gpu-model names the model of an XML's GPUs; a spec says its own")
         name, summary = _validate_spec(path, catalog)
         kind, what = "spec", f"cluster spec {name!r}, per host"
     else:
-        summary, notes = _validate_xml(path)
+        summary, notes, assumed = _validate_xml(path, args.gpu_model)
         kind, what = "topology", "NCCL topology"
     if args.json:
         _emit_json(out, {"file": str(path), "kind": kind, "ok": True, **summary.to_json(),
-                         "notes": notes})
+                         "notes": notes, "simulation_notes": assumed})
     else:
         out.write(f"ok: {path}: {what}: {summary.text()}\n")
         out.writelines(f"  note: {n}\n" for n in notes)
+        if assumed:
+            out.write("  simulated as `ncclsim topo import` makes it, assuming:\n")
+            out.writelines(f"    {n}\n" for n in assumed)
     return 0

@@ -244,7 +244,7 @@ class _Reader:
             self.notes.add(f"{machine[1]} without a PCI link width (NCCL reads the machine's): "
                            f"x{width}")
         elif width is None or not 1 <= width <= 32:
-            self.notes.add(f"PCI link width {el.get('link_width')!r} missing or invalid: "
+            self.notes.add(f"PCI link width {el.get('link_width', '')!r} missing or invalid: "
                            f"x{NCCL_DEFAULT_WIDTH}")
             width = NCCL_DEFAULT_WIDTH
         return PciLink(PCIE_LINK_SPEEDS[gen], width)
