@@ -590,3 +590,19 @@ def test_gpu_links_and_collnet_as_the_file_says(tmp_path: Path) -> None:
         # coll="1": the network reduces in its switches, for the whole host.
         assert result.preset.collnet and result.host.collnet
         assert any('coll="1"' in n and "collnet: true" in n for n in result.notes)
+
+
+@pytest.mark.e2e
+def test_a_machine_without_a_pci_nic_runs(run_cli: RunCli, tmp_path: Path) -> None:
+    # As Azure's NC A100 v4: A100 PCIe GPUs, one Ethernet port NCCL finds by its socket, none on PCI.
+    eth = ('    <nic>\n      <net name="eth0" dev="0" speed="40000" port="0" latency="0" guid="0x0" '
+           'maxconn="65536" gdr="0"/>\n    </nic>\n')
+    (tmp_path / "nc.xml").write_text(_dump("0x20b5", 80, "", nics=eth))
+    proc = run_cli("launch", "--topo", "nc.xml", "--hosts", "2", "--run-dir", "run", timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    report = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert (report["nranks"], report["nnodes"]) == (4, 2)
+    assert report["transports"]["inter_host"] == ["NET/Socket"], report["transports"]
+    assert all(c["ok"] for c in report["checks"]), report["checks"]
+    spec = re.sub(r"\n#\s+", " ", (tmp_path / "run" / "topo-spec.yaml").read_text())  # comments unwrapped
+    assert "NIC eth0 has no PCI device" in spec and "NCCL runs its own socket transport" in spec

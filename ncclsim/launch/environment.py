@@ -20,7 +20,7 @@ DEBUG_SUBSYS = "INIT,GRAPH,ENV,TUNING,NET,P2P,SHM"
 
 def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib: Path,
                      connect_at_init: bool, interface: Optional[str] = None,
-                     spread: bool = False) -> dict[str, str]:
+                     spread: bool = False, nics: bool = True) -> dict[str, str]:
     """`connect_at_init`: every channel connects during init, so an init-only run
     shows every connection (it costs each rank NCCL's proxy buffers: ~70 MB);
     otherwise NCCL connects what a program uses, when it uses it. A value the
@@ -29,7 +29,11 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
     `interface` carries NCCL's bootstrap and the simulated NICs' TCP (the net
     plugin reads NCCL_SOCKET_IFNAME too). Default: loopback on one machine;
     over several (`spread`), the user's NCCL_SOCKET_IFNAME or else NCCL's own
-    choice, the first interface that is not loopback."""
+    choice, the first interface that is not loopback.
+
+    `nics`: the hosts have NICs on PCI, which the net plugin simulates. A
+    machine without (one Ethernet port that NCCL does not find on PCI) runs
+    NCCL's own socket transport, as such a machine does, over `interface`."""
     sim = lib_dir()
     mpi = mpi_lib_dir()  # the MPI of the mpiexec that starts the ranks
     env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
@@ -59,5 +63,5 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         # By name: NCCL loads libnccl-net-<name>.so from LD_LIBRARY_PATH (sim is
         # first there); releases before 2.19 take no path here.
         env["NCCL_NET_PLUGIN"] = NET_PLUGIN[len("libnccl-net-"):-len(".so")]
-        env["NCCL_NET"] = "ncclsim"
+    env["NCCL_NET"] = "ncclsim" if nics else "Socket"
     return env

@@ -165,7 +165,8 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     script = rank_script.write(run, per_host, timeline=opts.clock == "model")
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
-                           interface=opts.interface, spread=placement.spread)
+                           interface=opts.interface, spread=placement.spread,
+                           nics=bool(cluster.hosts[0].nics))
     for k in LAUNCH_VARIABLES:  # the launch's options decide, not the caller's environment
         env.pop(k, None)
     env.update(clock_settings(opts.clock))

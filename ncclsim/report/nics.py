@@ -21,6 +21,8 @@ from ncclsim.topology.graph_paths import TopoPath, nic_paths
 from ncclsim.report.run_hosts import host_files, hosts_graph, rank_gpus
 
 CHECK_NAME = "inter-host connections leave by the GPU's nearest NIC"
+# NCCL's own socket transport: its devices are IP interfaces, not PCI NICs of the topology.
+SOCKET_TRANSPORT = "NET/Socket"
 
 
 def nic_use(run_dir: Path, nhosts: int, hosts: Sequence[str], ranks: Sequence[RankInfo],
@@ -50,6 +52,7 @@ def _nic_use(run_dir: Path, files: list[Path], hosts: Sequence[str], ranks: Sequ
     for c in connections:
         via = pl.parse_via(c.via)
         if c.scope != "inter_host" or not c.transport.startswith("NET/") or via.net_dev is None \
+                or c.transport.startswith(SOCKET_TRANSPORT) \
                 or c.direction == "receive":  # a receiver's line names the receiver's NIC
             continue
         leaving = via.proxy_rank if via.proxy_rank is not None else c.src

@@ -118,8 +118,8 @@ def import_topology(path: Path, output: Path, gpu_model: Optional[str] = None,
     name = output.stem
     assembled = assemble(raw, name, "", output)
     if not assembled.preset.nics():
-        raw.notes.add("no NIC with a PCI device: `ncclsim launch` needs one per host (NCCL "
-                      "starts no network without); add some to the spec")
+        raw.notes.add("no NIC with a PCI device: between hosts NCCL runs its own socket "
+                      "transport (NET/Socket), as on such a machine")
     # A dump does not say whether the NVSwitches offer multicast: the spec
     # says what the hardware has, for the user to turn off where it is not so.
     preset = dataclasses.replace(assembled.preset, description=_description(assembled.preset, source),
