@@ -21,6 +21,7 @@ from ncclsim.cluster.build import build_cluster
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import summary_text
 from ncclsim.report import cli as report_cli
+from ncclsim.report import nics as nics_module
 from ncclsim.report import parse_log as pl
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.graph_paths import best_path
@@ -249,6 +250,17 @@ def _with_dgx_h100_hosts(run: Path) -> None:
     on a PCI switch; the logs' bus ids are that preset's)."""
     shutil.copytree(TWO_HOSTS, run)
     write_host_artifacts(build_cluster("dgx-h100", hosts=2), run / "hosts")
+
+
+def test_a_nic_shared_under_the_same_switches_is_near(tmp_path):
+    # dgx-a100: 2 GPUs and 2 NICs per PCIe switch complex. A ring entering by GPU 1's
+    # NIC leaves by that NIC from GPU 0 (NCCL keeps a ring's NIC): more hops, no CPU crossed.
+    write_host_artifacts(build_cluster("dgx-a100", hosts=1), tmp_path)
+    g = from_xml_files([tmp_path / "h0" / "topo.xml"])
+    assert best_path(g, "h0/gpu0", "h0/nic1").hops > best_path(g, "h0/gpu0", "h0/nic0").hops
+    r = nics_module._rank_nics(g, 0, "h0/gpu0", {"h0/nic0": {0}, "h0/nic1": {1}, "h0/nic2": {2}})
+    assert r.nearest is not None and r.nearest.nic == "h0/nic0"
+    assert [(u.nic, u.nearest) for u in r.used] == [("h0/nic0", True), ("h0/nic1", True), ("h0/nic2", False)]
 
 
 def test_nic_check_fails_for_another_gpus_nic(tmp_path):

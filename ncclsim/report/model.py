@@ -226,7 +226,7 @@ class NicPath:
 class NicUse(NicPath):
     """A NIC a rank's inter-host connections leave by (NCCL's `via NET/<net>/<dev>`)."""
     channels: tuple[int, ...] = ()
-    nearest: bool = False  # as near as the GPU's nearest NIC (equal bottleneck and hops)
+    nearest: bool = False  # as near as the GPU's nearest NIC (as wide, no CPU crossed unless it does)
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "channels": list(self.channels), "nearest": self.nearest}

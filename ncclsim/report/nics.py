@@ -1,6 +1,12 @@
 """The NIC each inter-host connection leaves by, against the NIC nearest the
 sending GPU in the topology graph of the run's hosts (`ncclsim.topology`).
 
+A NIC counts as near when its path is as wide as the nearest's and, as NCCL
+ranks GPU-NIC paths for GPU Direct (PIX and PXB alike), stays below the PCIe
+switches if the nearest's does: on a board with two GPUs and two NICs per
+switch complex, a ring that enters by one GPU's NIC leaves by the same NIC
+from the other GPU (NCCL keeps a ring's NIC), more hops but no CPU crossed.
+
 Read from the topology files (`hosts/h<i>/topo.xml`, else NCCL's dump of rank
 0's host for every host) and the report's ranks and connections, never from
 `run.json`. Anything missing or unreadable leaves the check out, with a note:
@@ -16,13 +22,11 @@ from ncclsim import NcclsimError
 from ncclsim.platform.models import load_models
 from ncclsim.report import parse_log as pl
 from ncclsim.report.model import Check, Connection, NicPath, Nics, NicUse, RankInfo, RankNics
-from ncclsim.topology.graph import nic_node
+from ncclsim.topology.graph import nic_node, nodes_of
 from ncclsim.topology.graph_paths import TopoPath, nic_paths
 from ncclsim.report.run_hosts import host_files, hosts_graph, rank_gpus
 
 CHECK_NAME = "inter-host connections leave by the GPU's nearest NIC"
-# NCCL's own socket transport: its devices are IP interfaces, not PCI NICs of the topology.
-SOCKET_TRANSPORT = "NET/Socket"
 
 
 def nic_use(run_dir: Path, nhosts: int, hosts: Sequence[str], ranks: Sequence[RankInfo],
@@ -52,12 +56,12 @@ def _nic_use(run_dir: Path, files: list[Path], hosts: Sequence[str], ranks: Sequ
     for c in connections:
         via = pl.parse_via(c.via)
         if c.scope != "inter_host" or not c.transport.startswith("NET/") or via.net_dev is None \
-                or c.transport.startswith(SOCKET_TRANSPORT) \
                 or c.direction == "receive":  # a receiver's line names the receiver's NIC
             continue
         leaving = via.proxy_rank if via.proxy_rank is not None else c.src
         gpu = gpu_of.get(leaving)
-        if gpu is not None:
+        # A host without NICs sends by NCCL's socket transport, over an IP interface.
+        if gpu is not None and nodes_of(g, "nic", g.nodes[gpu]["host"]):
             host = g.nodes[g.nodes[gpu]["host"]]["index"]
             sent.setdefault(leaving, {}).setdefault(nic_node(host, via.net_dev), set()).add(c.channel)
     out = [_rank_nics(g, rank, gpu, sent.get(rank, {})) for rank, gpu in sorted(gpu_of.items())]
@@ -69,11 +73,14 @@ def _rank_nics(g: Any, rank: int, gpu: str, used: dict[str, set[int]]) -> RankNi
     paths = {p.nodes[-1]: p for p in nic_paths(g, gpu)}  # best first
     best: Optional[TopoPath] = next(iter(paths.values()), None)
     nearest = NicPath(best.nodes[-1], best.bottleneck_gbps, best.hops) if best else None
+
+    def reach(p: TopoPath) -> tuple[float, bool]:
+        return p.bottleneck_gbps or 0.0, any(g.nodes[n]["kind"] == "cpu" for n in p.nodes[1:-1])
+
     uses = []
     for nic, channels in sorted(used.items()):
         p = paths.get(nic)
-        near = p is not None and best is not None and \
-            (p.bottleneck_gbps or 0.0, p.hops) == (best.bottleneck_gbps or 0.0, best.hops)
+        near = p is not None and best is not None and reach(p) == reach(best)
         uses.append(NicUse(nic, p.bottleneck_gbps if p else None, p.hops if p else None,
                            tuple(sorted(channels)), near))
     return RankNics(rank, gpu, nearest, tuple(uses))
