@@ -606,3 +606,16 @@ def test_a_machine_without_a_pci_nic_runs(run_cli: RunCli, tmp_path: Path) -> No
     assert all(c["ok"] for c in report["checks"]), report["checks"]
     spec = re.sub(r"\n#\s+", " ", (tmp_path / "run" / "topo-spec.yaml").read_text())  # comments unwrapped
     assert "NIC eth0 has no PCI device" in spec and "NCCL runs its own socket transport" in spec
+
+
+def test_what_the_spec_does_not_keep_is_noted(tmp_path: Path) -> None:
+    net = ('<net name="mlx5_0" dev="0" speed="400000" port="1" latency="0" guid="0x1" maxconn="131072" gdr="1" '
+           'net="1" rail="3"/>')
+    text = _dump("0x2330", 90, "").replace('gdr="1"', 'gdr="0"', 1) + ""
+    (tmp_path / "f.xml").write_text(text.replace("  </cpu>", _nic(0x40, net) + "  </cpu>"))
+    notes = _import(tmp_path / "f.xml", tmp_path).notes
+    assert any(n.startswith("<gpu> gdr: not kept (NCCL asks the simulated machine") for n in notes), notes
+    assert "<net> rail: not kept (not simulated)" in notes
+    # What NCCL's dumps carry and the simulation has as they say is no change.
+    assert not any(n.startswith(("<net> guid", "<net> net", "<gpu> rank", "<cpu> host_hash")) for n in notes)
+    assert sum(n.startswith("<gpu> gdr") for n in notes) == 1  # the GPU of gdr="1" is as simulated

@@ -45,6 +45,26 @@ _GT_S = re.compile(r"^\s*([0-9.]+)\s*GT/s")
 GEN_BY_GTS = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 NCCL_DEFAULT_GEN = 3  # what NCCL assumes for a speed it does not know
 NCCL_DEFAULT_WIDTH = 16
+# Attributes the spec keeps, that NCCL replaces itself on reading (host_hash,
+# rank, mlopart), that name a device as the PCI domain does (a NIC's guid: every
+# simulated NIC has one of its own, unique in the cluster), or NCCL's own marks
+# (net="1"). Any other is noted, unless its value is the simulation's (SIMULATED).
+READ_ATTRS: dict[str, frozenset[str]] = {
+    "system": frozenset({"version", "name"}),
+    "cpu": frozenset({"numaid", "affinity", "arch", "vendor", "familyid", "modelid", "host_hash"}),
+    "pci": frozenset({"busid", "class", *ID_ATTRS, "link_speed", "link_width"}),
+    "gpu": frozenset({"dev", "sm", "rank", "mlopart"}),
+    "nvlink": frozenset({"target", "count", "tclass"}),
+    "nic": frozenset(),
+    "net": frozenset({"name", "dev", "speed", "port", "latency", "maxconn", "gdr", "coll", "guid",
+                      "net"}),
+}
+SIMULATED = {("gpu", "gdr"): "1"}  # every simulated GPU supports GPU Direct RDMA
+NOT_KEPT_WHY = {
+    ("gpu", "gdr"): "NCCL asks the simulated machine, whose GPUs all support GPU Direct RDMA",
+    ("net", "keep"): "NCCL sets it at run time", ("gpu", "keep"): "NCCL sets it at run time",
+    ("pci", "keep"): "NCCL sets it at run time",
+}
 
 
 def read_nccl_xml(path: Path, text: str, catalog: GpuCatalog,
@@ -121,6 +141,7 @@ class _Reader:
         self.models = {p: self.gpu_model(p) for p in gpu_pcis}
         self.ref = reference_for(most_common(list(self.models.values())))
 
+        self.note_unread(root)
         sockets = [self.socket(c) for c in cpus]
         self.number_unknown_numa(sockets, cpus)
         nvswitches = self.resolve_nvlinks(sockets)
@@ -130,6 +151,18 @@ class _Reader:
                                        self.ref.cpu.threads_per_core),
                        reference=self.ref.preset, notes=self.notes,
                        collnet=self.collnet(root))
+
+    def note_unread(self, root: etree._Element) -> None:
+        """Every attribute the spec does not keep, and <pcilink>s, said once each."""
+        for el in root.iter():
+            if el.tag == "pcilink":
+                self.notes.add("<pcilink> (a PCI link between two CPUs' devices) is not simulated: "
+                               "left out")
+            for attr, value in el.attrib.items():
+                tag_attr = (str(el.tag), str(attr))
+                if attr not in READ_ATTRS.get(str(el.tag), {attr}) and SIMULATED.get(tag_attr) != value:
+                    why = NOT_KEPT_WHY.get(tag_attr, "not simulated")
+                    self.notes.add(f"<{el.tag}> {attr}: not kept ({why})")
 
     def kind(self, el: etree._Element) -> str:
         cls = (el.get("class") or "").lower()
