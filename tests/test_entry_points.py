@@ -2,9 +2,11 @@
 
 The file is read from the repository (tests live in it). Checked here: its
 shape (sorted by name, versions ascending, per-thread variants named so), that
+every function type of the CUDA headers' cudaTypedefs.h has its row, that
 every listed symbol is exported by libcuda.so.1, and that cuGetProcAddress_v2
 answers every (name, version, flags) exactly as the list says, compared with
-dlsym of the listed symbol. The lookups run in a child process through
+dlsym of the listed symbol (an N row: a function answering
+CUDA_ERROR_NOT_SUPPORTED). The lookups run in a child process through
 tests/workloads/driver_checks.py (cffi for cuGetProcAddress, ctypes for dlsym).
 """
 
@@ -25,7 +27,8 @@ DEF_FILE = ROOT / "fake_cuda" / "driver" / "entry_points.def"
 CHECKS = ROOT / "tests" / "workloads" / "driver_checks.py"
 
 # cuda.h
-CUDA_SUCCESS, CUDA_ERROR_NOT_FOUND = 0, 500
+CUDA_SUCCESS, CUDA_ERROR_NOT_FOUND, CUDA_ERROR_NOT_SUPPORTED = 0, 500, 801
+UNSUPPORTED = "<not supported>"  # resolve()'s symbol for an N row
 STATUS_SUCCESS, STATUS_SYMBOL_NOT_FOUND, STATUS_VERSION_NOT_SUFFICIENT = 0, 1, 2
 FLAG_DEFAULT, FLAG_LEGACY_STREAM, FLAG_PER_THREAD_DEFAULT_STREAM = 0, 1, 2
 
@@ -51,14 +54,14 @@ cuMulticastGetGranularity cuMulticastUnbind
 
 @dataclass(frozen=True)
 class Entry:
-    kind: str  # "E" or "P" (per-thread default stream variant)
+    kind: str  # "E", "P" (per-thread default stream variant) or "N" (not supported)
     name: str
     version: int
-    symbol: str
+    symbol: Optional[str]  # None for N
     line: int
 
 
-_ENTRY = re.compile(r"^([EP])\(\s*(cu\w+)\s*,\s*(\d+)\s*,\s*(cu\w+)\s*\)$")
+_ENTRY = re.compile(r"^(?:([EP])\(\s*(cu\w+)\s*,\s*(\d+)\s*,\s*(cu\w+)\s*\)|(N)\(\s*(cu\w+)\s*,\s*(\d+)\s*\))$")
 
 
 def parse_def(text: str) -> list[Entry]:
@@ -71,8 +74,11 @@ def parse_def(text: str) -> list[Entry]:
         if not s:
             continue
         m = _ENTRY.match(s)
-        assert m, f"{DEF_FILE.name}:{lineno}: not an E()/P() entry: {raw!r}"
-        entries.append(Entry(m.group(1), m.group(2), int(m.group(3)), m.group(4), lineno))
+        assert m, f"{DEF_FILE.name}:{lineno}: not an E()/P()/N() entry: {raw!r}"
+        if m.group(5):
+            entries.append(Entry("N", m.group(6), int(m.group(7)), None, lineno))
+        else:
+            entries.append(Entry(m.group(1), m.group(2), int(m.group(3)), m.group(4), lineno))
     return entries
 
 
@@ -85,13 +91,13 @@ def resolve(entries: list[Entry], name: str, version: int, flags: int,
     usable = [e for e in mine if e.version <= version]
     if not usable:
         return CUDA_ERROR_NOT_FOUND, STATUS_VERSION_NOT_SUFFICIENT, None
-    best_e = max((e for e in usable if e.kind == "E"), key=lambda e: e.version, default=None)
+    best_e = max((e for e in usable if e.kind in "EN"), key=lambda e: e.version, default=None)
     best_p = max((e for e in usable if e.kind == "P"), key=lambda e: e.version, default=None)
     if flags & FLAG_PER_THREAD_DEFAULT_STREAM and best_p is not None and (
             best_e is None or best_p.version >= best_e.version):
         return CUDA_SUCCESS, STATUS_SUCCESS, best_p.symbol
     assert best_e is not None, name
-    return CUDA_SUCCESS, STATUS_SUCCESS, best_e.symbol
+    return CUDA_SUCCESS, STATUS_SUCCESS, best_e.symbol or UNSUPPORTED
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +109,13 @@ def entries() -> list[Entry]:
 
 
 def lookup(lib_dir: Path, clean_env: dict[str, str], symbols: list[str],
-           queries: list[tuple[str, int, int]]) -> dict:
+           queries: list[tuple[str, int, int]], call: list[tuple[str, int]] = []) -> dict:
     env = dict(clean_env)
     env.pop("LD_PRELOAD", None)
     env["LD_LIBRARY_PATH"] = str(lib_dir)
     env["NCCLSIM_LOG"] = "0"
     r = subprocess.run([sys.executable, str(CHECKS), "proc_address"], env=env, text=True,
-                       input=json.dumps({"symbols": symbols, "queries": queries}),
+                       input=json.dumps({"symbols": symbols, "queries": queries, "call": call}),
                        capture_output=True, timeout=60)
     assert r.returncode == 0, f"proc_address failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr}"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")]
@@ -126,14 +132,14 @@ def test_sorted_by_name_with_ascending_versions(entries):
     # Byte order: the driver binary-searches the table with strcmp.
     for a, b in zip(entries, entries[1:]):
         assert a.name.encode() <= b.name.encode(), f"line {b.line}: {b.name} after {a.name}"
-    for kind in "EP":
+    for kinds in ("EN", "P"):  # N rows share the default-stream versions with E rows
         seen: dict[str, int] = {}
         for e in entries:
-            if e.kind != kind:
+            if e.kind not in kinds:
                 continue
             prev = seen.get(e.name)
             assert prev is None or e.version > prev, (
-                f"line {e.line}: {kind}({e.name}, {e.version}) not above version {prev}")
+                f"line {e.line}: {e.kind}({e.name}, {e.version}) not above version {prev}")
             seen[e.name] = e.version
     for a, b in zip(entries, entries[1:]):
         if a.name == b.name:
@@ -145,18 +151,20 @@ def test_entry_shapes(entries):
     first: dict[str, Entry] = {}
     for e in entries:
         first.setdefault(e.name, e)
+        assert 2000 <= e.version <= 13000 and e.version % 10 == 0, f"line {e.line}: {e.version}"
+        if e.symbol is None:
+            continue
         assert e.symbol == e.name or e.symbol.startswith(e.name + "_"), (
             f"line {e.line}: {e.symbol} is not a variant of {e.name}")
         ptds = e.symbol.endswith(("_ptsz", "_ptds"))
         assert ptds == (e.kind == "P"), f"line {e.line}: {e.kind}(..., {e.symbol})"
-        assert 2000 <= e.version <= 13000 and e.version % 10 == 0, f"line {e.line}: {e.version}"
     # Every name has a default-stream entry at its first version.
     for name, e in first.items():
-        assert e.kind == "E", f"line {e.line}: {name} starts with a per-thread entry"
+        assert e.kind in "EN", f"line {e.line}: {name} starts with a per-thread entry"
     # Each symbol stands for one ABI: it is listed once per kind.
     seen = set()
     for e in entries:
-        key = (e.kind, e.symbol)
+        key = (e.kind, e.symbol or f"{e.name}@{e.version}")
         assert key not in seen, f"line {e.line}: {e.symbol} listed twice"
         seen.add(key)
 
@@ -203,19 +211,23 @@ EXPLICIT = [
     (("cuGetProcAddress", 12000, 0), "cuGetProcAddress_v2"),
     (("cuGetProcAddress", 11030, 0), "cuGetProcAddress"),
     (("cuMemCreate", 9000, 0), (CUDA_ERROR_NOT_FOUND, STATUS_VERSION_NOT_SUFFICIENT)),
-    (("cuGraphCreate", 12090, 0), (CUDA_ERROR_NOT_FOUND, STATUS_SYMBOL_NOT_FOUND)),
+    (("cuGraphCreate", 12090, 0), UNSUPPORTED),
+    (("cuCtxSynchronize", 13000, 0), "cuCtxSynchronize_v2"),
+    (("cuNoSuchCall", 12090, 0), (CUDA_ERROR_NOT_FOUND, STATUS_SYMBOL_NOT_FOUND)),
     (("cuMemAlloc_v2", 12090, 0), (CUDA_ERROR_NOT_FOUND, STATUS_SYMBOL_NOT_FOUND)),
     (("", 12090, 0), (CUDA_ERROR_NOT_FOUND, STATUS_SYMBOL_NOT_FOUND)),
 ]
 
 
 def test_every_symbol_exported_and_every_lookup_as_listed(entries, lib_dir, clean_env):
-    symbols = sorted({e.symbol for e in entries})
+    symbols = sorted({e.symbol for e in entries if e.symbol})
     queries = all_queries(entries)
     explicit = [q for q, _ in EXPLICIT]
     nccl = [(n, 12090, 0) for n in NCCL_12090 + NCCL_12090_OPTIONAL]
-    res = lookup(lib_dir, clean_env, symbols, queries + explicit + nccl)
+    unsupported = [(e.name, e.version) for e in entries if e.kind == "N"]
+    res = lookup(lib_dir, clean_env, symbols, queries + explicit + nccl, unsupported)
     addr = res["symbols"]
+    assert res["called"] == [CUDA_ERROR_NOT_SUPPORTED] * len(unsupported)
     missing = [s for s in symbols if not addr[s]]
     assert not missing, f"listed but not exported by libcuda.so.1: {missing}"
     assert len(set(addr.values())) > len(symbols) // 2  # sanity: real, distinct addresses
@@ -223,8 +235,13 @@ def test_every_symbol_exported_and_every_lookup_as_listed(entries, lib_dir, clea
     def check(i: int, q: tuple[str, int, int], expected: tuple[int, int, Optional[str]]) -> None:
         rc, status, fn = res["v2"][i]
         want_rc, want_status, want_sym = expected
+        if want_sym == UNSUPPORTED:  # a function of the library's own, none exported
+            assert fn and fn not in addr.values(), q
+            want_addr = fn
+        else:
+            want_addr = addr[want_sym] if want_sym else 0
         got = (rc, status, fn)
-        want = (want_rc, want_status, addr[want_sym] if want_sym else 0)
+        want = (want_rc, want_status, want_addr)
         assert got == want, (f"cuGetProcAddress_v2{q}: got {got}, expected {want_sym or 'failure'} "
                              f"{want}")
         rc1, fn1 = res["v1"][i]
@@ -244,3 +261,27 @@ def test_every_symbol_exported_and_every_lookup_as_listed(entries, lib_dir, clea
         check(base + j, q, resolve(entries, *q))
         if q[0] in NCCL_12090:
             assert res["v2"][base + j][0] == CUDA_SUCCESS, f"NCCL needs {q[0]}"
+
+
+def _header_functions() -> dict[Path, set[tuple[str, int, bool]]]:
+    """(name, version, per-thread) of every PFN_<name>_v<version> function type in the
+    cudaTypedefs.h of the CUDA runtime wheel (12.x) and of a CUDA toolkit, where installed."""
+    import nvidia.cuda_runtime  # the wheel ncclsim depends on
+    found = [Path(p) / "include" / "cudaTypedefs.h" for p in nvidia.cuda_runtime.__path__]
+    found += [p for p in (Path("/usr/local/cuda/include/cudaTypedefs.h"),) if p.exists()]
+    typedef = re.compile(r"\(CUDAAPI \*PFN_(cu[A-Za-z0-9]+)_v(\d+)(_ptds|_ptsz)?\)")
+    return {h: {(m.group(1), int(m.group(2)), bool(m.group(3))) for m in typedef.finditer(h.read_text())}
+            for h in found if h.exists()}
+
+
+def test_every_function_of_the_cuda_headers_has_its_row(entries):
+    headers = _header_functions()
+    assert headers, "no cudaTypedefs.h found (the nvidia-cuda-runtime wheel ships one)"
+    default = {(e.name, e.version) for e in entries if e.kind in "EN"}
+    per_thread = {e.name for e in entries if e.kind in "PN"}
+    for header, functions in headers.items():
+        assert len(functions) > 400, header
+        missing = sorted(f"{n}_v{v}" for n, v, pt in functions if (n, v) not in default and not pt)
+        assert not missing, f"{header}: no E() or N() row for {missing[:20]} ({len(missing)})"
+        missing = sorted(f"{n}_v{v}_pt" for n, v, pt in functions if pt and n not in per_thread)
+        assert not missing, f"{header}: no P() or N() row for {missing[:20]}"

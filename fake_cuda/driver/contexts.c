@@ -268,15 +268,26 @@ FC_API CUresult cuCtxDestroy(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 
 FC_API CUresult cuCtxDetach(CUcontext ctx) { return cuCtxDestroy_v2(ctx); }
 
-FC_API CUresult cuCtxGetDevice(CUdevice *device)
+/* `ctx`, or the current context when it is NULL (CUDA 13's _v2 entry points). */
+static CUresult given_or_current(CUcontext ctx, CUcontext *out)
+{
+    if (!ctx) return fc_ctx_current_checked(out);
+    if (ctx->magic != FC_CTX_MAGIC) return CUDA_ERROR_INVALID_CONTEXT;
+    *out = ctx;
+    return CUDA_SUCCESS;
+}
+
+FC_API CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
 {
     REQUIRE_INIT();
     CUcontext c;
     if (!device) API_RETURN(CUDA_ERROR_INVALID_VALUE, "");
-    CUresult r = fc_ctx_current_checked(&c);
+    CUresult r = given_or_current(ctx, &c);
     if (r == CUDA_SUCCESS) *device = c->device;
     API_RETURN(r, "\"dev\":%d", r == CUDA_SUCCESS ? *device : -1);
 }
+
+FC_API CUresult cuCtxGetDevice(CUdevice *device) { return cuCtxGetDevice_v2(device, NULL); }
 
 FC_API CUresult cuCtxGetFlags(unsigned int *flags)
 {
@@ -317,14 +328,16 @@ FC_API CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
     API_RETURN(CUDA_SUCCESS, "");
 }
 
-FC_API CUresult cuCtxSynchronize(void)
+FC_API CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
     REQUIRE_INIT();
     CUcontext c;
-    CUresult r = fc_ctx_current_checked(&c);
+    CUresult r = given_or_current(ctx, &c);
     if (r == CUDA_SUCCESS) fc_ctx_synchronize(c);
     API_RETURN(r, "");
 }
+
+FC_API CUresult cuCtxSynchronize(void) { return cuCtxSynchronize_v2(NULL); }
 
 FC_API CUresult cuCtxGetLimit(size_t *value, CUlimit limit)
 {

@@ -37,6 +37,10 @@
         return api_r_;                                                         \
     } while (0)
 
+/* CUDA 13's entry points, which the 12.x cuda.h this builds with does not declare. */
+CUresult cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx);
+CUresult cuCtxSynchronize_v2(CUcontext ctx);
+
 /* Checks shared by most entry points. */
 #define REQUIRE_INIT()                                                         \
     do {                                                                       \

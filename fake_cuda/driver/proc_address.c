@@ -11,12 +11,33 @@ typedef struct entry {
     void *fn;
 } entry;
 
-static const entry table[] = {
-#define E(name, version, symbol) {#name, version, false, (void *)&symbol},
-#define P(name, version, symbol) {#name, version, true, (void *)&symbol},
+/* The N rows: one function each, which says its name in the trace. Called
+ * through a pointer of the API function's type: a CUresult return and ignored
+ * arguments are what the calling convention allows. */
+static CUresult unsupported(const char *name)
+{
+    if (fc_trace_enabled() || fc_log_level() >= FC_LOG_DEBUG)
+        fc_trace_answer(name, CUDA_ERROR_NOT_SUPPORTED, "\"simulated\":false");
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+#define E(name, version, symbol)
+#define P(name, version, symbol)
+#define N(name, version) \
+    static CUresult unsupported_##name##_##version(void) { return unsupported(#name); }
 #include "entry_points.def"
 #undef E
 #undef P
+#undef N
+
+static const entry table[] = {
+#define E(name, version, symbol) {#name, version, false, (void *)&symbol},
+#define P(name, version, symbol) {#name, version, true, (void *)&symbol},
+#define N(name, version) {#name, version, false, (void *)&unsupported_##name##_##version},
+#include "entry_points.def"
+#undef E
+#undef P
+#undef N
 };
 static const size_t table_n = sizeof table / sizeof table[0];
 

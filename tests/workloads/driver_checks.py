@@ -596,6 +596,10 @@ def check_proc_address_unknown() -> dict:
         status[0] = -1
         rc = cu.cuGetProcAddress_v2(sym.encode(), fn, ver, 0, status)
         res[key] = [rc, status[0], addr(fn[0])]
+    # An API function the simulated GPU does not offer answers when called.
+    graph = ffi.new("void **")
+    assert cu.cuGetProcAddress_v2(b"cuGraphCreate", graph, 12090, 0, ffi.NULL) == 0
+    res["graph_call"] = ffi.cast("int (*)(void *, unsigned)", graph[0])(ffi.new("void **"), 0)
     return res
 
 
@@ -605,7 +609,8 @@ def check_proc_address() -> dict:
     """stdin: {"symbols": [...], "queries": [[name, version, flags], ...]}.
     Returns each symbol's dlsym address (0 when not exported) and, per query,
     [rc, status, address] from cuGetProcAddress_v2 and [rc, address] from
-    cuGetProcAddress (v1)."""
+    cuGetProcAddress (v1); "call": [[name, version], ...] are looked up and
+    called without arguments, their results in "called"."""
     req = json.load(sys.stdin)
     dl = ctypes.CDLL(LIB_PATH)
     symbols = {}
@@ -616,7 +621,11 @@ def check_proc_address() -> dict:
             symbols[s] = 0
     fn = ffi.new("void **")
     status = ffi.new("int *")
-    v2, v1 = [], []
+    v2, v1, called = [], [], []
+    for name, version in req.get("call", []):  # functions called with no arguments
+        fn[0] = ffi.NULL
+        rc = cu.cuGetProcAddress_v2(name.encode(), fn, version, 0, status)
+        called.append(ffi.cast("int (*)(void)", fn[0])() if rc == 0 else None)
     for name, version, flags in req["queries"]:
         fn[0] = ffi.NULL
         status[0] = -1
@@ -625,7 +634,7 @@ def check_proc_address() -> dict:
         fn[0] = ffi.NULL
         rc = cu.cuGetProcAddress(name.encode(), fn, version, flags)
         v1.append([rc, addr(fn[0])])
-    return {"symbols": symbols, "v2": v2, "v1": v1}
+    return {"symbols": symbols, "v2": v2, "v1": v1, "called": called}
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
