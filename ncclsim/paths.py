@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 from ncclsim import NcclsimError
 
@@ -105,3 +106,12 @@ def mpi_nvcc_flags() -> list[str]:
         else:
             flags += ["-Xcompiler", w]
     return flags
+
+
+def default_config_dir(environ: Mapping[str, str]) -> Path:
+    """$XDG_CACHE_HOME/ncclsim, or ~/.cache/ncclsim (XDG ignores relative paths)."""
+    xdg = environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "ncclsim"
+    home = environ.get("HOME")
+    return (Path(home) if home else Path.home()) / ".cache" / "ncclsim"

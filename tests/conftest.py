@@ -99,7 +99,7 @@ def nccl_build() -> Callable[[str], "object"]:
     from ncclsim.nccl import wheels
 
     def get(spec: str) -> "wheels.NcclBuild":
-        return wheels.installed() if spec == "installed" else wheels.fetch(spec)
+        return wheels.build(spec)
     return get
 
 

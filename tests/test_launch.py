@@ -302,7 +302,9 @@ def test_another_nccl_release(run_cli, tmp_path: Path) -> None:
     proc = _launch(run_cli, run, "--nccl", "2.23.4", "--hosts", "2", "--gpus", "2", "--timeout", "300", "--",
                    sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce,alltoall", "--sizes", "8,1M")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _report(run_cli, run)["nccl_version"].startswith("2.23.4")
+    report = _report(run_cli, run)
+    assert report["nccl_version"].startswith("2.23.4")
+    assert {r["nccl_version"][:6] for r in report["ranks"]} == {"2.23.4"}
     assert json.loads((run / "launch.json").read_text())["options"]["nccl"] == "2.23.4"
     # PAT as releases before 2.26 run it (one group of threads, packed ReduceScatter
     # slots), on a host count that is not a power of two; the release is cached now.
@@ -383,13 +385,24 @@ def test_a_stopped_launch_stops_its_ranks(ncclsim_exe: Path, clean_env: dict[str
 @pytest.mark.e2e
 def test_each_simulated_host_is_an_mpi_node(run_cli, tmp_path: Path) -> None:
     """MPI's view of locality matches the simulated hosts: a shared-memory
-    split and MPI_LOCALRANKID give each host's ranks."""
+    split and MPI_LOCALRANKID give each host's ranks; so do the variables of
+    torch.distributed's env:// and torchrun's."""
     run = tmp_path / "run"
+    torch_vars = ("RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK MASTER_ADDR MASTER_PORT "
+                  "PET_NNODES PET_NODE_RANK PET_NPROC_PER_NODE PET_MASTER_PORT").split()
     program = ("import os; from mpi4py import MPI; w = MPI.COMM_WORLD; "
                "local = w.Split_type(MPI.COMM_TYPE_SHARED); "
-               "print(w.Get_rank(), local.Get_rank(), local.Get_size(), os.environ['MPI_LOCALRANKID'])")
+               "print(w.Get_rank(), local.Get_rank(), local.Get_size(), os.environ['MPI_LOCALRANKID'], "
+               f"*(os.environ[k] for k in {torch_vars!r}))")
     proc = _launch(run_cli, run, "--hosts", "3", "--gpus", "2", "--", sys.executable, "-c", program)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    ports = set()
     for rank in range(6):
         line = (run / "ranks" / str(rank) / "stdout").read_text().split()
-        assert line == [str(rank), str(rank % 2), "2", str(rank % 2)], line
+        host, local = divmod(rank, 2)
+        assert line[:4] == [str(rank), str(local), "2", str(local)], line
+        *env, port, pet_nnodes, pet_node, pet_nproc, pet_port = line[4:]
+        assert env == [str(rank), "6", str(local), "2", str(host), "127.0.0.1"], line
+        assert (pet_nnodes, pet_node, pet_nproc, pet_port) == ("3", str(host), "1", port), line
+        ports.add(port)
+    assert len(ports) == 1 and 1024 <= int(ports.pop()) < 65536

@@ -9,6 +9,7 @@ recomputed from their lines independently of the report code. Older formats
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import shutil
@@ -143,6 +144,16 @@ def test_two_hosts_summary(two_hosts):
     assert "channel 0-1: 0 7 6 5 4 3 2 1 | 8 15 14 13 12 11 10 9" in text
     assert re.search(r"inter-host\s+NET/Socket\s+8", text)
     assert "Checks: " in text and "FAILED" not in text
+
+
+def test_the_nccl_each_rank_loaded(two_hosts):
+    version = two_hosts.nccl_version
+    assert version and {r.nccl_version for r in two_hosts.ranks} == {version}
+    assert summary_text(two_hosts).startswith(f"NCCL {version} -- ")
+    # Ranks that loaded different NCCLs are named by version.
+    mixed = dataclasses.replace(two_hosts, ranks=tuple(
+        dataclasses.replace(r, nccl_version="2.32.3+cuda13.0") if r.rank >= 2 else r for r in two_hosts.ranks))
+    assert summary_text(mixed).startswith(f"NCCL {version} (ranks 0-1), 2.32.3+cuda13.0 (ranks 2-15) -- ")
 
 
 def test_json_schema(two_hosts):

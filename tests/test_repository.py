@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ncclsim.nccl import wheels
 from ncclsim.rundir import DEFAULT_BASE
 from ncclsim.sweep.cli import DEFAULT_OUT
 
@@ -23,3 +24,14 @@ def test_readme_says_what_proves_results_under_nccl_tests() -> None:
     at = text.index("#wrong")
     near = text[max(0, at - 600):at + 600]
     assert "always 0" in near and "ncclsim.probe" in near and "nccl_perf" in near, near
+
+
+def test_the_default_nccl_is_one_release() -> None:
+    """ncclsim depends on no NCCL (it would replace PyTorch's); its extras install the
+    release it fetches where an environment has none."""
+    import tomllib
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.startswith("nvidia-nccl")]
+    pinned = f"nvidia-nccl-cu12=={wheels.DEFAULT_RELEASE}"
+    assert pinned in project["optional-dependencies"]["nccl"]
+    assert pinned in project["optional-dependencies"]["test"]

@@ -15,13 +15,14 @@ from typing import Mapping, Optional, TextIO
 from ncclsim import rundir
 from ncclsim.launch import rank_script, watchdog
 from ncclsim.launch.machines import Placement, place
+from ncclsim.launch.rendezvous import Rendezvous
 from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions, check_environment, probe_command, resolve_command
 from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
-from ncclsim.paths import mpiexec, nccl_lib_dir
+from ncclsim.paths import mpiexec
 from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
@@ -118,10 +119,7 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
 def _nccl_lib(spec: str, err: TextIO) -> Path:
     """The directory of the libnccl.so.2 the ranks load; a release not cached
     yet is fetched from PyPI first (errors before anything runs)."""
-    if spec == "installed":
-        return nccl_lib_dir()
-    return wheels.fetch(spec, notify=lambda package: _say(
-        err, f"ncclsim: fetching {package} from PyPI (once, into {wheels.cache_root()})")).lib_dir
+    return wheels.build(spec, notify=wheels.announce(err)).lib_dir
 
 
 def _say(err: TextIO, line: str) -> None:
@@ -162,7 +160,9 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     if imported:
         run.topo_spec.write_text(imported.text)
     write_host_artifacts(cluster, run.hosts_dir)
-    script = rank_script.write(run, per_host, timeline=opts.clock == "model")
+    script = rank_script.write(run, per_host, timeline=opts.clock == "model",
+                               nccl=nccl_lib / "libnccl.so.2" if opts.nccl != "installed" else None,
+                               rendezvous=Rendezvous.of(placement, opts.hosts, opts.gpus_per_process))
     run_id = uuid.uuid4().hex[:12]
     env = rank_environment(environ, run, run_id, nccl_lib, connect_at_init=not opts.command,
                            interface=opts.interface, spread=placement.spread,

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
+from typing import Optional
 
+from ncclsim.launch.rendezvous import Rendezvous
 from ncclsim.platform.env import TIMELINE_VARIABLE
 from ncclsim.rundir import RunDir
 
@@ -27,7 +29,7 @@ host=$((rank / {{per_host}}))
 cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
 echo "$$" >"{_RANK.pid}"
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
-{{timeline}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
+{{rendezvous}}{{timeline}}{{preload}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?
 echo "$status" >"{_RANK.exit}"
 exit "$status"
@@ -37,10 +39,16 @@ exit "$status"
 TIMELINE_LINE = f'export {TIMELINE_VARIABLE}="{_RANK.timeline}"\n'
 
 
-def write(run: RunDir, processes_per_host: int, timeline: bool = False) -> Path:
-    """`timeline`: every NCCL process of the rank writes its modelled timeline (--clock model)."""
+def write(run: RunDir, processes_per_host: int, timeline: bool = False,
+          nccl: Optional[Path] = None, rendezvous: Optional[Rendezvous] = None) -> Path:
+    """`timeline`: every NCCL process of the rank writes its modelled timeline (--clock model).
+    `nccl`: a libnccl.so.2 the program loads even where its own run path names
+    another (PyTorch's names its wheel's): preloaded for the program alone.
+    `rendezvous`: the variables PyTorch programs and torchrun find each other by."""
+    preload = f'LD_PRELOAD="{nccl} $LD_PRELOAD" ' if nccl else ""  # a path with spaces cannot be preloaded
     text = TEMPLATE.format(root=shlex.quote(str(run.root)), per_host=processes_per_host,
-                           timeline=TIMELINE_LINE if timeline else "")
+                           timeline=TIMELINE_LINE if timeline else "", preload=preload,
+                           rendezvous=rendezvous.shell() if rendezvous else "")
     run.rank_script.write_text(text)
     run.rank_script.chmod(0o755)
     return run.rank_script

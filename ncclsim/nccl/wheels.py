@@ -1,6 +1,9 @@
 """NCCL wheels from PyPI, fetched once into a cache and used by path.
 
-The installed nvidia-nccl-cu12 is the default; any other release
+The default is the NCCL a program of this environment loads on a real
+machine: its NCCL wheel (nvidia-nccl-cu12 or -cu13, e.g. the one PyTorch
+installed; ncclsim itself does not depend on one, so it never replaces it),
+else DEFAULT_RELEASE from the cache. Any other release
 (`nvidia-nccl-cu12==2.21.5`, `nvidia-nccl-cu13==2.32.3`, ...) is downloaded
 with pip, and only its library and headers are kept.
 """
@@ -8,6 +11,7 @@ with pip, and only its library and headers are kept.
 from __future__ import annotations
 
 import fcntl
+import importlib.metadata
 import os
 import re
 import shutil
@@ -17,13 +21,15 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
-from ncclsim.paths import nccl_lib_dir
-from ncclsim.platform.env import default_config_dir
+from ncclsim.paths import default_config_dir, nccl_lib_dir
 
 FLAVOURS = ("cu12", "cu13")
+# Where the environment has no NCCL wheel: the newest release with public sources
+# (the device emulation covers 2.23.4-2.32.3).
+DEFAULT_RELEASE = "2.30.7"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+(\.post\d+)?$")
 
 
@@ -45,11 +51,38 @@ class NcclFetchError(NcclsimError):
     pass
 
 
-def installed() -> NcclBuild:
-    """The nvidia-nccl-cu12 wheel installed with ncclsim."""
-    lib = nccl_lib_dir()
-    inc = lib.parent / "include"
-    return NcclBuild("cu12", "", lib, inc if (inc / "nccl.h").exists() else None)
+def installed() -> Optional[NcclBuild]:
+    """The NCCL wheel of this environment; None when it has none."""
+    for flavour in FLAVOURS:
+        try:
+            version = importlib.metadata.version(f"nvidia-nccl-{flavour}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        lib = nccl_lib_dir()
+        inc = lib.parent / "include"
+        return NcclBuild(flavour, version, lib, inc if (inc / "nccl.h").exists() else None)
+    return None
+
+
+def default(environ: Mapping[str, str] = os.environ,
+            notify: Optional[Callable[[str], None]] = None) -> NcclBuild:
+    """What a program of this environment loads: its NCCL wheel, else
+    DEFAULT_RELEASE (fetched once; `notify` as for fetch)."""
+    return installed() or fetch(DEFAULT_RELEASE, environ, notify)
+
+
+def announce(err: TextIO, who: str = "ncclsim") -> Callable[[str], None]:
+    """A `notify` that says on `err` which package is being fetched, and where to."""
+    def say(package: str) -> None:
+        err.write(f"{who}: fetching {package} from PyPI (once, into {cache_root()})\n")
+        err.flush()
+    return say
+
+
+def build(spec: str, environ: Mapping[str, str] = os.environ,
+          notify: Optional[Callable[[str], None]] = None) -> NcclBuild:
+    """`--nccl SPEC`: "installed" (the default above) or a release."""
+    return default(environ, notify) if spec == "installed" else fetch(spec, environ, notify)
 
 
 def cache_root(environ: Mapping[str, str] = os.environ) -> Path:

@@ -4,11 +4,13 @@ and `ncclsim info` (the platform such a process sees)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
 
 from ncclsim import NcclsimError, __version__
 from ncclsim.commands import emit_json, int_in
+from ncclsim.nccl import wheels
 from ncclsim.platform.config import MAX_GPUS, MAX_HOST_INDEX, default_platform, read_platform
 from ncclsim.platform.describe import platform_json, platform_text
 from ncclsim.platform.env import SimOptions, current_platform, simulation_env
@@ -61,7 +63,7 @@ def _add_platform_options(p: argparse.ArgumentParser, catalog: GpuCatalog,
 def cmd_env(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
             catalog: GpuCatalog) -> int:
     sim = simulation_env(SimOptions(args.gpus, args.model, args.host, args.config_dir),
-                         environ, catalog)
+                         environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir, catalog)
     if args.json:
         emit_json(out, {"env": dict(sim.variables), "unset": list(sim.unset),
                         "platform_file": str(sim.platform_file),
@@ -92,7 +94,7 @@ def cmd_info(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
     else:
         resolved = current_platform(environ, catalog)
         cfg, source = resolved.platform, resolved.source
-    libs = check_libraries()
+    libs = check_libraries(wheels.default(environ, wheels.announce(sys.stderr)).lib_dir)
     if args.json:
         emit_json(out, {"source": source, "platform": platform_json(cfg, catalog),
                         "libraries": libs.to_json()}, SCHEMA_VERSION)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ncclsim.paths import cudart_lib_dir, lib_dir, nccl_lib_dir
+from ncclsim.paths import cudart_lib_dir, default_config_dir, lib_dir
 from ncclsim.platform.config import PlatformConfig, default_platform, read_platform, write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
 from ncclsim.rundir import host_name
@@ -38,15 +38,6 @@ class SimEnvironment:
         lines = [f"export {k}={shlex.quote(v)}" for k, v in self.variables.items()]
         lines += [f"unset {k}" for k in self.unset]
         return "\n".join(lines) + "\n"
-
-
-def default_config_dir(environ: Mapping[str, str]) -> Path:
-    """$XDG_CACHE_HOME/ncclsim, or ~/.cache/ncclsim (XDG ignores relative paths)."""
-    xdg = environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / "ncclsim"
-    home = environ.get("HOME")
-    return (Path(home) if home else Path.home()) / ".cache" / "ncclsim"
 
 
 def platform_file_name(host: int, gpus: int, model_key: str) -> str:
@@ -124,11 +115,12 @@ def with_host_preload(existing: str) -> str:
     return " ".join([ours, *rest])
 
 
-def simulation_env(opts: SimOptions, environ: Mapping[str, str],
+def simulation_env(opts: SimOptions, environ: Mapping[str, str], nccl_lib: Path,
                    catalog: Optional[GpuCatalog] = None) -> SimEnvironment:
-    """Write the host's platform file and compute the variables that select it."""
+    """Write the host's platform file and compute the variables that select it;
+    `nccl_lib`: the directory of the libnccl.so.2 to load."""
     catalog = catalog or load_models()
-    libs = [lib_dir(), nccl_lib_dir(), cudart_lib_dir()]  # fail before writing anything
+    libs = [lib_dir(), nccl_lib, cudart_lib_dir()]  # fail before writing anything
     cfg = default_platform(opts.host, opts.gpus, opts.model, catalog)
     directory = (opts.config_dir or default_config_dir(environ)).expanduser().resolve()
     path = directory / platform_file_name(opts.host, opts.gpus, cfg.gpus[0].model)

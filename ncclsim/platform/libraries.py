@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ncclsim import NcclsimError
-from ncclsim.paths import cudart_lib_dir, lib_dir, nccl_lib_dir
+from ncclsim.paths import cudart_lib_dir, lib_dir
 
 SIMULATOR_LIBRARIES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnccl-net-ncclsim.so")
 
@@ -40,9 +40,9 @@ def nccl_version(library: Path) -> str:
     return f"{v // 10000}.{v % 10000 // 100}.{v % 100}"
 
 
-def check_libraries() -> Libraries:
+def check_libraries(nccl_lib: Path) -> Libraries:
     sim = lib_dir()
-    nccl = nccl_lib_dir() / "libnccl.so.2"
+    nccl = nccl_lib / "libnccl.so.2"
     return Libraries(
         simulator_dir=sim,
         simulator=tuple(n for n in SIMULATOR_LIBRARIES if (sim / n).exists()),

@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
+from ncclsim.nccl import wheels
 from ncclsim.platform.env import SimOptions, simulation_env, without_payload
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
@@ -34,7 +35,8 @@ def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
               catalog: GpuCatalog) -> int:
     if "NCCLSIM_PLATFORM" not in environ and not under_mpi(environ):
         # Not on a simulated host yet: run on the default one (as `ncclsim env` sets it up).
-        sim = simulation_env(SimOptions(), environ, catalog)
+        sim = simulation_env(SimOptions(), environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir,
+                             catalog)
         child = {k: v for k, v in environ.items() if k not in sim.unset}
         child.update(sim.variables)
         os.execve(sys.executable, [sys.executable, "-m", "ncclsim.probe", *argv_of(args)], child)

@@ -199,7 +199,8 @@ def _assemble(run_dir: Path, collected: Collected, graphs: tuple[Graph, ...], to
 def _rank_info(r: RankRecord, exits: dict[str, Optional[int]]) -> RankInfo:
     return RankInfo(rank=r.identity.rank, host=r.host_id or r.hostname, hostname=r.hostname, pid=r.pid,
                     device=r.device, log=r.log, init_complete=r.init_complete, nvml_dev=r.nvml_dev,
-                    busid=r.busid, local_rank=r.local_rank, exit_status=exits.get(r.log))
+                    busid=r.busid, local_rank=r.local_rank, exit_status=exits.get(r.log),
+                    nccl_version=r.nccl_version)
 
 
 def _rank_checks(records: list[RankRecord], nranks: Optional[int]) -> list[Check]:

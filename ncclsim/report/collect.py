@@ -39,6 +39,7 @@ class RankRecord:
     pid: int
     device: Optional[int]
     host_id: Optional[str] = None
+    nccl_version: Optional[str] = None  # what the rank's process loaded, as it logs it
     nvml_dev: Optional[int] = None
     busid: Optional[str] = None
     nnodes: Optional[int] = None
@@ -192,6 +193,7 @@ def _collect_file(lines: list[tuple[int, pl.LogLine]], name: str, out: Collected
     for record in touched.values():
         proc = processes.get((record.hostname, record.pid), _Process())
         record.host_id = record.host_id or proc.host_id
+        record.nccl_version = record.nccl_version or proc.nccl_version
 
 
 def _process_line(body: str, proc: _Process) -> bool:

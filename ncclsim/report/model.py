@@ -21,12 +21,13 @@ class RankInfo:
     busid: Optional[str] = None
     local_rank: Optional[int] = None
     exit_status: Optional[int] = None  # from an `exit` file beside the log, when the launcher wrote one
+    nccl_version: Optional[str] = None  # the NCCL its process loaded, as logged
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"rank": self.rank, "host": self.host, "hostname": self.hostname,
                                "pid": self.pid, "device": self.device, "nvml_dev": self.nvml_dev,
                                "busid": self.busid, "local_rank": self.local_rank, "log": self.log,
-                               "init_complete": self.init_complete}
+                               "init_complete": self.init_complete, "nccl_version": self.nccl_version}
         if self.exit_status is not None:
             doc["exit_status"] = self.exit_status
         return doc

@@ -70,8 +70,19 @@ def _pat_text(report: Report) -> str:
     return f"PAT: {'available' if pat.available else 'not available'}" + (f" ({pat.why_not})" if pat.why_not else "")
 
 
+def _nccl_text(report: Report) -> str:
+    """The NCCL the ranks loaded: one version, or each with its ranks when they differ."""
+    by_version: dict[str, list[int]] = {}
+    for r in report.ranks:
+        if r.nccl_version:
+            by_version.setdefault(r.nccl_version, []).append(r.rank)
+    if len(by_version) > 1:
+        return "NCCL " + ", ".join(f"{v} (ranks {rank_ranges(rs)})" for v, rs in sorted(by_version.items()))
+    return f"NCCL {report.nccl_version or '(version not logged)'}"
+
+
 def _header(report: Report) -> list[str]:
-    lines = [f"NCCL {report.nccl_version or '(version not logged)'} -- {report.run_dir}"]
+    lines = [f"{_nccl_text(report)} -- {report.run_dir}"]
     by_host: dict[str, list[int]] = {}
     for r in report.ranks:
         by_host.setdefault(r.host or "?", []).append(r.rank)

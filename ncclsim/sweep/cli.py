@@ -86,12 +86,8 @@ def _points(args: argparse.Namespace, spec: Path) -> list[matrix.Point]:
 
 def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
     """Each release once, before any run: one that does not exist stops the sweep here."""
-    def say(package: str) -> None:
-        err.write(f"ncclsim sweep: fetching {package} from PyPI (once)\n")
-        err.flush()
     for spec in dict.fromkeys(p.nccl for p in points):
-        if spec != "installed":
-            wheels.fetch(spec, notify=say)
+        wheels.build(spec, notify=wheels.announce(err, "ncclsim sweep"))
 
 
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
