@@ -253,3 +253,62 @@ def test_proc_address_of_unimplemented_and_too_old(driver_env):
     assert res["too_old"] == [CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, 0]
     rc, status, fn = res["ok"]
     assert (rc, status) == (CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS) and fn != 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Occupancy of thread-block clusters (cuBLAS probes them when its handle is created)
+
+CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_INVALID_CLUSTER_SIZE = 400, 912
+
+
+def test_cluster_occupancy_from_the_gpcs_of_an_h100(driver_env):
+    """132 SMs in 8 GPCs (2 of 18 SMs, 6 of 16); a cluster runs inside one GPC."""
+    res = run_check(driver_env, "cluster_occupancy")
+    ok = CUDA_SUCCESS
+    # The largest cluster: 8 blocks (portable), 16 once the function allows non-portable sizes.
+    assert res["potential_portable"] == [ok, 8]
+    assert res["potential_non_portable"] == [ok, 16]
+    # One block per SM (200 KiB of shared memory): clusters per GPC, summed.
+    assert res["pairs"] == [ok, 66]
+    assert res["eights"] == [ok, 2 + 2 + 6 * 2]
+    assert res["sixteen"] == [ok, 8]
+    # A shape is needed, at most the allowed size, none of its dimensions zero.
+    assert res["no_shape"][0] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["sixteen_portable"][0] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["seventeen"][0] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["empty_shape"][0] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    # Nothing fits when a block needs more shared memory than an SM has.
+    assert res["too_much_smem"] == [[ok, 0], [ok, 0]]
+    # A function's required shape: the answer, and the only shape a configuration may give.
+    assert res["required_potential"] == [ok, 2]
+    assert res["required_active"] == [ok, 66]
+    assert res["required_other_shape"][0] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    # Launches accept what the queries accept, with grids that are whole clusters.
+    assert res["launch_sixteen_portable"] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["launch_sixteen"] == ok
+    assert res["launch_grid_not_multiple"] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["launch_required_odd_grid"] == CUDA_ERROR_INVALID_CLUSTER_SIZE
+    assert res["launch_required"] == ok
+    # Bad arguments, and no context to say which GPU.
+    assert res["null_out"] == res["null_config"] == CUDA_ERROR_INVALID_VALUE
+    assert res["bad_function"] == CUDA_ERROR_INVALID_HANDLE
+    assert res["zero_block"] == [[CUDA_ERROR_INVALID_VALUE, -1]] * 2
+    assert res["no_context"] == [[CUDA_ERROR_INVALID_CONTEXT, -1]] * 2
+
+
+def test_no_clusters_before_hopper(driver_env, tmp_path):
+    plat = tmp_path / "a100.conf"
+    plat.write_text("[gpu]\nmodel = a100\nbus_id = 0000:18:00.0\n")
+    res = run_check(driver_env, "cluster_unsupported", platform=plat)
+    assert res["answers"] == [[CUDA_ERROR_NOT_SUPPORTED, -1]] * 2
+
+
+def test_unsupported_functions_are_exported_under_their_abi_symbols(driver_env):
+    """cuBLASLt dlsyms cuTensorMapEncodeTiled, cuLinkCreate_v2, cuStreamBeginCapture_v2...
+    and fails its initialisation when one is missing."""
+    res = run_check(driver_env, "unsupported_exported")
+    for symbol in ("cuTensorMapEncodeTiled", "cuLinkCreate", "cuLinkCreate_v2", "cuStreamBeginCapture_v2",
+                   "cuTexRefSetAddress2D_v3", "cuMemFree"):
+        assert res[symbol] == {"same_as_proc": True, "called": CUDA_ERROR_NOT_SUPPORTED}, symbol
+    assert res["cuMemFree_v2"]["same_as_proc"] is True  # the simulated one, not a stub
+    assert res["not_an_abi"] == 0

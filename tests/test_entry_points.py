@@ -57,11 +57,11 @@ class Entry:
     kind: str  # "E", "P" (per-thread default stream variant) or "N" (not supported)
     name: str
     version: int
-    symbol: Optional[str]  # None for N
+    symbol: str  # exported; an N row's answers CUDA_ERROR_NOT_SUPPORTED
     line: int
 
 
-_ENTRY = re.compile(r"^(?:([EP])\(\s*(cu\w+)\s*,\s*(\d+)\s*,\s*(cu\w+)\s*\)|(N)\(\s*(cu\w+)\s*,\s*(\d+)\s*\))$")
+_ENTRY = re.compile(r"^([EPN])\(\s*(cu\w+)\s*,\s*(\d+)\s*,\s*(cu\w+)\s*\)$")
 
 
 def parse_def(text: str) -> list[Entry]:
@@ -75,10 +75,7 @@ def parse_def(text: str) -> list[Entry]:
             continue
         m = _ENTRY.match(s)
         assert m, f"{DEF_FILE.name}:{lineno}: not an E()/P()/N() entry: {raw!r}"
-        if m.group(5):
-            entries.append(Entry("N", m.group(6), int(m.group(7)), None, lineno))
-        else:
-            entries.append(Entry(m.group(1), m.group(2), int(m.group(3)), m.group(4), lineno))
+        entries.append(Entry(m.group(1), m.group(2), int(m.group(3)), m.group(4), lineno))
     return entries
 
 
@@ -97,7 +94,7 @@ def resolve(entries: list[Entry], name: str, version: int, flags: int,
             best_e is None or best_p.version >= best_e.version):
         return CUDA_SUCCESS, STATUS_SUCCESS, best_p.symbol
     assert best_e is not None, name
-    return CUDA_SUCCESS, STATUS_SUCCESS, best_e.symbol or UNSUPPORTED
+    return CUDA_SUCCESS, STATUS_SUCCESS, UNSUPPORTED if best_e.kind == "N" else best_e.symbol
 
 
 @pytest.fixture(scope="module")
@@ -152,8 +149,6 @@ def test_entry_shapes(entries):
     for e in entries:
         first.setdefault(e.name, e)
         assert 2000 <= e.version <= 13000 and e.version % 10 == 0, f"line {e.line}: {e.version}"
-        if e.symbol is None:
-            continue
         assert e.symbol == e.name or e.symbol.startswith(e.name + "_"), (
             f"line {e.line}: {e.symbol} is not a variant of {e.name}")
         ptds = e.symbol.endswith(("_ptsz", "_ptds"))
@@ -164,7 +159,7 @@ def test_entry_shapes(entries):
     # Each symbol stands for one ABI: it is listed once per kind.
     seen = set()
     for e in entries:
-        key = (e.kind, e.symbol or f"{e.name}@{e.version}")
+        key = (e.kind, e.symbol)
         assert key not in seen, f"line {e.line}: {e.symbol} listed twice"
         seen.add(key)
 
@@ -220,7 +215,7 @@ EXPLICIT = [
 
 
 def test_every_symbol_exported_and_every_lookup_as_listed(entries, lib_dir, clean_env):
-    symbols = sorted({e.symbol for e in entries if e.symbol})
+    symbols = sorted({e.symbol for e in entries})  # N rows' too: libraries dlsym some
     queries = all_queries(entries)
     explicit = [q for q, _ in EXPLICIT]
     nccl = [(n, 12090, 0) for n in NCCL_12090 + NCCL_12090_OPTIONAL]
@@ -235,8 +230,8 @@ def test_every_symbol_exported_and_every_lookup_as_listed(entries, lib_dir, clea
     def check(i: int, q: tuple[str, int, int], expected: tuple[int, int, Optional[str]]) -> None:
         rc, status, fn = res["v2"][i]
         want_rc, want_status, want_sym = expected
-        if want_sym == UNSUPPORTED:  # a function of the library's own, none exported
-            assert fn and fn not in addr.values(), q
+        if want_sym == UNSUPPORTED:  # a stub, exported as its N row's symbol
+            assert fn and fn in addr.values(), q
             want_addr = fn
         else:
             want_addr = addr[want_sym] if want_sym else 0

@@ -184,6 +184,12 @@ struct CUevent_st {
 bool fc_valid_function(CUfunction f);
 int fc_function_attr(CUfunction f, CUfunction_attribute a);
 
+/* ---- occupancy.c ---- */
+/* A launch's cluster shape (config attribute or the function's required
+ * one): INVALID_CLUSTER_SIZE when empty, too large, not the required shape,
+ * or not dividing the grid. */
+CUresult fc_launch_cluster_check(CUfunction f, const CUlaunchConfig *c);
+
 /* ---- util ---- */
 uint64_t fc_now_ns(void);
 

@@ -23,8 +23,24 @@ static CUresult unsupported(const char *name)
 
 #define E(name, version, symbol)
 #define P(name, version, symbol)
-#define N(name, version) \
-    static CUresult unsupported_##name##_##version(void) { return unsupported(#name); }
+#define N(name, version, symbol) \
+    __attribute__((used)) static CUresult unsupported_##name##_##version(void) { return unsupported(#name); }
+#include "entry_points.def"
+#undef E
+#undef P
+#undef N
+
+/* A real libcuda.so.1 also exports these functions, and libraries look some
+ * up with dlsym instead of cuGetProcAddress (cuBLASLt: cuTensorMapEncodeTiled,
+ * cuLinkCreate_v2, cuStreamBeginCapture_v2...). Each N row's symbol is a weak
+ * alias of its stub, which an implementation of the same symbol elsewhere
+ * overrides (cuMemFree: its N row is the 32-bit ABI of an E row's function). */
+#define FC_STR(x) #x
+#define E(name, version, symbol)
+#define P(name, version, symbol)
+#define N(name, version, symbol)                                                            \
+    __asm__(".ifndef " FC_STR(symbol) "\n\t.weak " FC_STR(symbol) "\n\t.type " FC_STR(symbol) \
+            ", @function\n\t.set " FC_STR(symbol) ", unsupported_" #name "_" #version "\n\t.endif");
 #include "entry_points.def"
 #undef E
 #undef P
@@ -33,7 +49,7 @@ static CUresult unsupported(const char *name)
 static const entry table[] = {
 #define E(name, version, symbol) {#name, version, false, (void *)&symbol},
 #define P(name, version, symbol) {#name, version, true, (void *)&symbol},
-#define N(name, version) {#name, version, false, (void *)&unsupported_##name##_##version},
+#define N(name, version, symbol) {#name, version, false, (void *)&unsupported_##name##_##version},
 #include "entry_points.def"
 #undef E
 #undef P

@@ -107,6 +107,21 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr);
 CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
                              unsigned long long flags, int *symbolStatus);
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, unsigned long long flags);
+
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct { int id; char pad[4]; union { char pad[64]; struct { unsigned x, y, z; } clusterDim; } value; }
+    CUlaunchAttribute;
+typedef struct { unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+                 CUstream hStream; CUlaunchAttribute *attrs; unsigned numAttrs; } CUlaunchConfig;
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+CUresult cuFuncSetAttribute(CUfunction hfunc, int attrib, int value);
+CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config);
+CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config);
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
+CUresult cuCtxSynchronize(void);
 """
 
 # cuda.h
@@ -603,6 +618,104 @@ def check_proc_address_unknown() -> dict:
     return res
 
 
+# ---- occupancy of thread-block clusters ----
+
+CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11  # then HEIGHT, DEPTH
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+def launch_config(grid: int, block: int, smem: int = 0, cluster: tuple = ()):
+    """A CUlaunchConfig (kept alive with its attribute) of a 1-D grid, with a
+    cluster dimension attribute when `cluster` is given."""
+    attr = ffi.new("CUlaunchAttribute[1]")
+    cfg = ffi.new("CUlaunchConfig *", {"gridDimX": grid, "gridDimY": 1, "gridDimZ": 1, "blockDimX": block,
+                                       "blockDimY": 1, "blockDimZ": 1, "sharedMemBytes": smem})
+    if cluster:
+        attr[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+        attr[0].value.clusterDim.x, attr[0].value.clusterDim.y, attr[0].value.clusterDim.z = cluster
+        cfg.attrs, cfg.numAttrs = attr, 1
+    return cfg, attr
+
+
+def some_function(name: bytes = b"kernel"):
+    mod = ffi.new("CUmodule *")
+    ck(cu.cuModuleLoadData(mod, b"image"), "cuModuleLoadData")
+    f = ffi.new("CUfunction *")
+    ck(cu.cuModuleGetFunction(f, mod[0], name), "cuModuleGetFunction")
+    return f[0]
+
+
+def cluster_answers(f, grid: int, block: int, smem: int, cluster: tuple = ()) -> list:
+    """[rc, value] of cuOccupancyMaxPotentialClusterSize and of cuOccupancyMaxActiveClusters."""
+    cfg, _attr = launch_config(grid, block, smem, cluster)
+    out = ffi.new("int *", -1)
+    rc = cu.cuOccupancyMaxPotentialClusterSize(out, f, cfg)
+    potential = [rc, out[0]]
+    out[0] = -1
+    rc = cu.cuOccupancyMaxActiveClusters(out, f, cfg)
+    return [potential, [rc, out[0]]]
+
+
+def active_clusters(f, cluster: tuple, smem: int = 200 * 1024, block: int = 128) -> list:
+    return cluster_answers(f, 132, block, smem, cluster)[1]
+
+
+def check_cluster_occupancy() -> dict:
+    """Cluster occupancy of a program's function on device 0 of the platform
+    (built-in: H100, 132 SMs), and what cuLaunchKernelEx accepts."""
+    init_ctx(0)
+    f = some_function()
+    res = {}
+    # 128 threads: 8 blocks per SM (64 registers a thread); clusters of up to 8 blocks.
+    res["potential_portable"], res["no_shape"] = cluster_answers(f, 132, 128, 0)
+    # 200 KiB of shared memory: one block per SM, so one cluster of 2 per 2 SMs...
+    res["pairs"] = active_clusters(f, (2, 1, 1))
+    res["eights"] = active_clusters(f, (8, 1, 1))
+    res["sixteen_portable"] = active_clusters(f, (16, 1, 1))
+    res["launch_sixteen_portable"] = launch_ex(f, 16, (16, 1, 1))
+    ck(cu.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1), "non-portable")
+    res["potential_non_portable"] = cluster_answers(f, 132, 128, 0)[0]
+    res["sixteen"] = active_clusters(f, (16, 1, 1))  # ...and one of 16 per GPC
+    res["seventeen"] = active_clusters(f, (17, 1, 1))
+    res["empty_shape"] = active_clusters(f, (0, 1, 1))
+    res["launch_sixteen"] = launch_ex(f, 16, (16, 1, 1))
+    res["launch_grid_not_multiple"] = launch_ex(f, 3, (2, 1, 1))
+    # More shared memory than an SM has: nothing fits.
+    res["too_much_smem"] = cluster_answers(f, 132, 128, 300 * 1024, (2, 1, 1))
+    # A function that requires clusters of 2x1x1: the configuration may only repeat it.
+    g = some_function(b"clustered")
+    for i, v in enumerate((2, 1, 1)):
+        ck(cu.cuFuncSetAttribute(g, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + i, v), "required cluster")
+    res["required_potential"], res["required_active"] = cluster_answers(g, 132, 128, 200 * 1024)
+    res["required_other_shape"] = active_clusters(g, (4, 1, 1))
+    res["launch_required_odd_grid"] = launch_ex(g, 3)
+    res["launch_required"] = launch_ex(g, 4)
+    # Invalid arguments.
+    cfg, _attr = launch_config(132, 128, 0, (2, 1, 1))
+    out = ffi.new("int *")
+    res["null_out"] = cu.cuOccupancyMaxActiveClusters(ffi.NULL, f, cfg)
+    res["null_config"] = cu.cuOccupancyMaxPotentialClusterSize(out, f, ffi.NULL)
+    res["bad_function"] = cu.cuOccupancyMaxActiveClusters(out, ffi.cast("CUfunction", 0), cfg)
+    res["zero_block"] = cluster_answers(f, 132, 0, 0, (2, 1, 1))
+    ck(cu.cuCtxSynchronize(), "cuCtxSynchronize")
+    popped = ffi.new("CUcontext *")
+    ck(cu.cuCtxPopCurrent_v2(popped), "cuCtxPopCurrent")
+    res["no_context"] = cluster_answers(f, 132, 128, 0, (2, 1, 1))
+    return res
+
+
+def launch_ex(f, grid: int, cluster: tuple = ()) -> int:
+    cfg, _attr = launch_config(grid, 128, 0, cluster)
+    return cu.cuLaunchKernelEx(cfg, f, ffi.NULL, ffi.NULL)
+
+
+def check_cluster_unsupported() -> dict:
+    """A GPU without clusters (the platform's, e.g. A100) answers NOT_SUPPORTED."""
+    init_ctx(0)
+    return {"answers": cluster_answers(some_function(), 108, 128, 0, (2, 1, 1))}
+
+
 # ---- entry points: cuGetProcAddress vs dlsym (queries as JSON on stdin) ----
 
 def check_proc_address() -> dict:
@@ -635,6 +748,40 @@ def check_proc_address() -> dict:
         rc = cu.cuGetProcAddress(name.encode(), fn, version, flags)
         v1.append([rc, addr(fn[0])])
     return {"symbols": symbols, "v2": v2, "v1": v1, "called": called}
+
+
+def check_unsupported_exported() -> dict:
+    """Functions the simulated GPU does not offer are exported as a real
+    libcuda.so.1 exports them (libraries dlsym some): each symbol is the
+    function cuGetProcAddress gives for its ABI version and answers
+    NOT_SUPPORTED; simulated functions keep their implementation."""
+    dl = ctypes.CDLL(LIB_PATH)
+
+    def sym(name: str) -> int:
+        try:
+            return ctypes.cast(getattr(dl, name), ctypes.c_void_p).value or 0
+        except AttributeError:
+            return 0
+
+    def proc(name: str, version: int) -> int:
+        fn = ffi.new("void **")
+        assert cu.cuGetProcAddress_v2(name.encode(), fn, version, 0, ffi.NULL) == 0, name
+        return addr(fn[0])
+
+    ck(cu.cuInit(0), "cuInit")
+    res = {}
+    for symbol, name, version in [("cuTensorMapEncodeTiled", "cuTensorMapEncodeTiled", 12000),
+                                  ("cuLinkCreate", "cuLinkCreate", 5050),
+                                  ("cuLinkCreate_v2", "cuLinkCreate", 6050),
+                                  ("cuStreamBeginCapture_v2", "cuStreamBeginCapture", 10010),
+                                  ("cuTexRefSetAddress2D_v3", "cuTexRefSetAddress2D", 4010),
+                                  ("cuMemFree", "cuMemFree", 2000),          # the 32-bit ABI
+                                  ("cuMemFree_v2", "cuMemFree", 3020)]:      # simulated
+        a = sym(symbol)
+        res[symbol] = {"same_as_proc": a != 0 and a == proc(name, version),
+                       "called": ffi.cast("int (*)(void)", a)() if a and symbol != "cuMemFree_v2" else None}
+    res["not_an_abi"] = sym("cuTensorMapEncodeTiled_v2")
+    return res
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
