@@ -7,8 +7,11 @@ written here from NVIDIA's nvml.h, and prints its observations as JSON.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -729,3 +732,290 @@ def test_pynvml_agrees(nvml_lib):
         assert g["ext"] == [dev_id, 3]
         assert g["p2p"] == P2P_OK
         assert g["maxspeed"] == 5
+
+
+# --------------------------------------------------------------------------------------------------
+# The function list (fake_cuda/nvml/nvml_functions.def): what the library exports, and all of nvml.h.
+
+FUNCTIONS_DEF = ROOT / "fake_cuda" / "nvml" / "nvml_functions.def"
+
+
+def function_rows() -> list[tuple[str, str]]:
+    return re.findall(r"^([IDSH])\((\w+)\)$", FUNCTIONS_DEF.read_text(), re.M)
+
+
+def nvml_header() -> Path | None:
+    """NVIDIA's nvml.h: the nvidia-nvml-dev wheel's (a test dependency), else a CUDA toolkit's."""
+    from ncclsim.paths import nvidia_package_dirs
+    candidates = [d / sub / "include" / "nvml.h" for d in nvidia_package_dirs() for sub in ("cu13", "nvml")]
+    candidates.append(Path("/usr/local/cuda/include/nvml.h"))
+    return next((c for c in candidates if c.is_file()), None)
+
+
+def header_function_names(text: str) -> set[str]:
+    """Every function nvml.h declares, and every name its #defines map onto another function."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    names = set(re.findall(r"DECLDIR\s*\**\s*(nvml\w+)\s*\(", text))
+    names |= set(re.findall(r"DECLDIR\s+char\s*\*\s*(nvml\w+)\s*\(", text))
+    aliases = re.findall(r"^\s*#\s*define\s+(nvml\w+)\s+(nvml\w+)\s*$", text, re.M)
+    names |= {a for a, b in aliases if b in names}
+    return names
+
+
+def test_function_list_sorted_and_unique():
+    names = [n for _, n in function_rows()]
+    assert len(names) > 390
+    assert names == sorted(names) and len(set(names)) == len(names)
+
+
+def test_exports_are_the_function_list(nvml_lib):
+    names = {n for _, n in function_rows()}
+    lib = ctypes.CDLL(str(nvml_lib))
+    assert [n for n in sorted(names) if not hasattr(lib, n)] == []
+    nm = shutil.which("nm")
+    if not nm:
+        pytest.skip("nm (binutils) is not installed: cannot list the exported symbols")
+    out = subprocess.run([nm, "-D", "--defined-only", str(nvml_lib)], capture_output=True, text=True,
+                         check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.split()[-1].startswith("nvml")}
+    assert exported == names
+
+
+def test_every_header_function_exported():
+    header = nvml_header()
+    assert header is not None, "no nvml.h: install the test extras (nvidia-nvml-dev)"
+    want = header_function_names(header.read_text(errors="replace"))
+    assert len(want) > 300, header
+    have = {n for _, n in function_rows()}
+    assert sorted(want - have) == []
+
+
+def test_header_parser_on_sample():
+    sample = """
+    #define nvmlInit nvmlInit_v2
+    #define nvmlGetBlacklistDeviceCount nvmlGetExcludedDeviceCount
+    #define nvmlBlacklistDeviceInfo_t nvmlExcludedDeviceInfo_t
+    nvmlReturn_t DECLDIR nvmlInit_v2(void);
+    const DECLDIR char* nvmlErrorString(nvmlReturn_t result);
+    nvmlReturn_t DECLDIR nvmlGetExcludedDeviceCount(unsigned int *deviceCount);
+    /* nvmlReturn_t DECLDIR nvmlCommentedOut(void); */
+    """
+    assert header_function_names(sample) == {"nvmlInit", "nvmlInit_v2", "nvmlErrorString",
+                                             "nvmlGetBlacklistDeviceCount", "nvmlGetExcludedDeviceCount"}
+
+
+# Every function, called through ctypes with zeroed buffers: UNINITIALIZED before nvmlInit; after it
+# a bad device handle is INVALID_ARGUMENT, stubs answer as their row says.
+NOT_DEVICE_FIRST = {"nvmlDeviceGetCount", "nvmlDeviceGetCount_v2", "nvmlDeviceGetHandleByIndex",
+                    "nvmlDeviceGetHandleByIndex_v2", "nvmlDeviceGetHandleByPciBusId",
+                    "nvmlDeviceGetHandleByPciBusId_v2", "nvmlDeviceGetHandleBySerial", "nvmlDeviceGetHandleByUUID",
+                    "nvmlDeviceGetHandleByUUIDV", "nvmlDeviceDiscoverGpus", "nvmlDeviceModifyDrainState",
+                    "nvmlDeviceQueryDrainState", "nvmlDeviceRemoveGpu", "nvmlDeviceRemoveGpu_v2"}
+
+GENERIC_BODY = """
+import ctypes
+ROWS = __ROWS__
+DEVICE_FIRST = __DEVICE_FIRST__
+c = ctypes.CDLL(LIBPATH)
+bufs = [ctypes.create_string_buffer(4096) for _ in range(6)]
+def call(name, first):
+    f = getattr(c, name)
+    f.restype = ctypes.c_int
+    return f(first, *[ctypes.cast(b, ctypes.c_void_p) for b in bufs[1:]])
+buf0 = ctypes.cast(bufs[0], ctypes.c_void_p)
+skip = {"nvmlInit", "nvmlInit_v2", "nvmlInitWithFlags", "nvmlErrorString"}
+r = {"before": {n: call(n, buf0) for k, n in ROWS if n not in skip}}
+assert c.nvmlInit_v2() == 0
+h = ctypes.c_void_p()
+assert c.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(h)) == 0
+bogus = ctypes.c_void_p(h.value + 1)
+r["bad_handle"] = {n: call(n, bogus) for n in DEVICE_FIRST}
+r["good_handle"] = {n: call(n, h) for k, n in ROWS if k == "D"}
+r["system"] = {n: call(n, buf0) for k, n in ROWS if k in "SH"}
+emit(r)
+"""
+
+
+def test_every_function_checks_init_and_handles(nvml_lib):
+    rows = function_rows()
+    device_first = sorted(n for _, n in rows if n.startswith(("nvmlDevice", "nvmlGpmQuery", "nvmlGpmSet",
+                                                                 "nvmlGpmSampleGet", "nvmlGpmMig"))
+                          and n not in NOT_DEVICE_FIRST)
+    body = GENERIC_BODY.replace("__ROWS__", repr(rows)).replace("__DEVICE_FIRST__", repr(device_first))
+    r, _ = run_child(nvml_lib, body, child_env())
+    assert {n: rc for n, rc in r["before"].items() if rc != UNINITIALIZED} == {}
+    assert {n: rc for n, rc in r["bad_handle"].items() if rc != INVALID_ARGUMENT} == {}
+    assert set(r["good_handle"].values()) == {NOT_SUPPORTED}
+    kinds = dict((n, k) for k, n in rows)
+    assert {n: rc for n, rc in r["system"].items()
+            if rc != (NOT_SUPPORTED if kinds[n] == "S" else INVALID_ARGUMENT)} == {}
+
+
+# --------------------------------------------------------------------------------------------------
+# Monitoring: what gpustat and nvitop ask, answered from the platform or as a documented idle GPU.
+
+IDLE_TEMP_C, IDLE_POWER_FRACTION = 32, 10  # nvml_monitor.c: assumed idle readings
+MONITOR_BODY = """
+import ctypes
+c = ctypes.CDLL(LIBPATH)
+U, ULL, I = ctypes.c_uint, ctypes.c_ulonglong, ctypes.c_int
+def q(name, *args, out=(U,)):
+    outs = [t() for t in out]
+    f = getattr(c, name)
+    rc = f(*args, *[ctypes.byref(o) for o in outs])
+    if rc:
+        return ["rc", rc]
+    return outs[0].value if len(outs) == 1 else [o.value for o in outs]
+r = {"before": q("nvmlDeviceGetTemperature", None, 0)}
+assert c.nvmlInit_v2() == 0
+n = U()
+assert c.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 0
+gpus = []
+for i in range(n.value):
+    h = ctypes.c_void_p()
+    assert c.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)) == 0
+    g = {}
+    g["util"] = q("nvmlDeviceGetUtilizationRates", h, out=(U, U))
+    g["temp"] = q("nvmlDeviceGetTemperature", h, 0)
+    g["temp_bad_sensor"] = q("nvmlDeviceGetTemperature", h, 1)
+    tv = (U * 3)((12 | (1 << 24)), 0, 0)
+    g["temp_v"] = [c.nvmlDeviceGetTemperatureV(h, tv), tv[2]]
+    tv[0] = 12
+    g["temp_v_bad"] = c.nvmlDeviceGetTemperatureV(h, tv)
+    g["thresholds"] = [q("nvmlDeviceGetTemperatureThreshold", h, t) for t in range(9)]
+    g["power"] = q("nvmlDeviceGetPowerUsage", h)
+    g["limit"] = q("nvmlDeviceGetEnforcedPowerLimit", h)
+    g["constraints"] = q("nvmlDeviceGetPowerManagementLimitConstraints", h, out=(U, U))
+    g["energy"] = q("nvmlDeviceGetTotalEnergyConsumption", h, out=(ULL,))
+    g["pstate"] = [q("nvmlDeviceGetPerformanceState", h, out=(I,)), q("nvmlDeviceGetPowerState", h, out=(I,))]
+    ps = (I * 16)()
+    g["pstates"] = [c.nvmlDeviceGetSupportedPerformanceStates(h, ps, 64), list(ps)[:3],
+                    c.nvmlDeviceGetSupportedPerformanceStates(h, ps, 2)]
+    g["fan"] = [q("nvmlDeviceGetFanSpeed", h), q("nvmlDeviceGetFanSpeed_v2", h, 0), q("nvmlDeviceGetNumFans", h)]
+    g["ecc"] = [q("nvmlDeviceGetTotalEccErrors", h, e, k, out=(ULL,)) for e in (0, 1) for k in (0, 1)]
+    g["ecc_bad"] = q("nvmlDeviceGetTotalEccErrors", h, 2, 0, out=(ULL,))
+    g["ecc_mode"] = q("nvmlDeviceGetEccMode", h, out=(I, I))
+    g["enc_dec"] = [q("nvmlDeviceGetEncoderUtilization", h, out=(U, U))[0],
+                    q("nvmlDeviceGetDecoderUtilization", h, out=(U, U))[0]]
+    g["display"] = [q("nvmlDeviceGetDisplayActive", h, out=(I,)), q("nvmlDeviceGetDisplayMode", h, out=(I,))]
+    g["driver_model"] = [q("nvmlDeviceGetDriverModel", h, out=(I, I)), q("nvmlDeviceGetDriverModel_v2", h, out=(I, I))]
+    procs = {}
+    for fn in ("Compute", "Graphics", "MPSCompute"):
+        for v in ("", "_v2", "_v3"):
+            name = f"nvmlDeviceGet{fn}RunningProcesses{v}"
+            for start in (0, 4):
+                cnt = U(start)
+                arr = (ULL * 16)(*([0xAA] * 16))
+                rc = getattr(c, name)(h, ctypes.byref(cnt), arr if start else None)
+                procs[f"{name}/{start}"] = [rc, cnt.value, list(arr) == [0xAA] * 16]
+            procs[f"{name}/null"] = getattr(c, name)(h, None, None)
+    g["procs"] = procs
+    g["clocks"] = [q("nvmlDeviceGetClock", h, t, cid) for t in range(4) for cid in range(4)]
+    g["clock_bad_id"] = q("nvmlDeviceGetClock", h, 0, 9)
+    g["app_clocks"] = [q("nvmlDeviceGetApplicationsClock", h, t) for t in range(4)]
+    cnt = U(0)
+    arr = (U * 4)()
+    g["mem_clocks"] = [c.nvmlDeviceGetSupportedMemoryClocks(h, ctypes.byref(cnt), None), cnt.value]
+    cnt.value = 4
+    g["mem_clocks"] += [c.nvmlDeviceGetSupportedMemoryClocks(h, ctypes.byref(cnt), arr), cnt.value, arr[0]]
+    g["bus_width"] = q("nvmlDeviceGetMemoryBusWidth", h)
+    g["cores"] = q("nvmlDeviceGetNumGpuCores", h)
+    g["mig"] = q("nvmlDeviceGetMigMode", h, out=(U, U))
+    g["is_mig"] = q("nvmlDeviceIsMigDeviceHandle", h)
+    g["reasons"] = [q("nvmlDeviceGetCurrentClocksEventReasons", h, out=(ULL,)),
+                    q("nvmlDeviceGetSupportedClocksEventReasons", h, out=(ULL,))]
+    g["pcie_tx"] = [q("nvmlDeviceGetPcieThroughput", h, 0), q("nvmlDeviceGetPcieThroughput", h, 3)]
+    vb = ctypes.create_string_buffer(32)
+    g["vbios"] = [c.nvmlDeviceGetVbiosVersion(h, vb, 32), vb.value.decode()]
+    ser = ctypes.create_string_buffer(30)
+    assert c.nvmlDeviceGetSerial(h, ser, 30) == 0
+    hs = ctypes.c_void_p()
+    g["by_serial"] = [c.nvmlDeviceGetHandleBySerial(ser.value, ctypes.byref(hs)), hs.value == h.value]
+    g["null_out"] = [c.nvmlDeviceGetUtilizationRates(h, None), c.nvmlDeviceGetPowerUsage(h, None),
+                     c.nvmlDeviceGetTemperature(h, 0, None), c.nvmlDeviceGetPerformanceState(h, None)]
+    cnt = U(0)
+    g["nearest"] = [c.nvmlDeviceGetTopologyNearestGpus(h, 40, ctypes.byref(cnt), None), cnt.value]
+    gpus.append(g)
+r["gpus"] = gpus
+cnt = U(7)
+r["excluded"] = [c.nvmlGetExcludedDeviceCount(ctypes.byref(cnt)), cnt.value, c.nvmlGetBlacklistDeviceCount(None)]
+cnt = U(7)
+r["units"] = [c.nvmlUnitGetCount(ctypes.byref(cnt)), cnt.value]
+name = ctypes.create_string_buffer(256)
+import os
+r["proc_name"] = [c.nvmlSystemGetProcessName(os.getpid(), name, 256), name.value.decode()]
+br = ctypes.create_string_buffer(84)
+ctypes.memmove(br, (84 | (1 << 24)).to_bytes(4, "little"), 4)
+r["branch"] = [c.nvmlSystemGetDriverBranch(br, 80), br.raw[4:].split(b"\\0")[0].decode()]
+emit(r)
+"""
+
+
+@pytest.fixture(scope="module")
+def monitored(nvml_lib, tmp_path_factory):
+    path = tmp_path_factory.mktemp("platform") / "host3.conf"
+    path.write_text(PLATFORM)
+    result, _ = run_child(nvml_lib, MONITOR_BODY, child_env(NCCLSIM_PLATFORM=str(path)))
+    return result
+
+
+def test_idle_utilisation_temperature_power(monitored):
+    assert monitored["before"] == ["rc", UNINITIALIZED]
+    for i, g in enumerate(monitored["gpus"]):
+        model = MODELS[CFG_MODELS[i]]
+        limit_mw = model["power_limit_w"] * 1000
+        assert g["util"] == [0, 0] and g["enc_dec"] == [0, 0]
+        assert g["temp"] == IDLE_TEMP_C and g["temp_bad_sensor"] == ["rc", INVALID_ARGUMENT]
+        assert g["temp_v"] == [SUCCESS, IDLE_TEMP_C] and g["temp_v_bad"] == ARGUMENT_VERSION_MISMATCH
+        assert g["thresholds"][:4] == [92, 89, 95, 87]
+        assert g["thresholds"][4:8] == [["rc", NOT_SUPPORTED]] * 4 and g["thresholds"][8] == ["rc", INVALID_ARGUMENT]
+        assert g["limit"] == limit_mw and g["power"] == limit_mw // IDLE_POWER_FRACTION
+        assert g["constraints"] == [limit_mw // 4, limit_mw]
+        assert g["energy"] > 0
+        assert g["pstate"] == [0, 0]
+        assert g["pstates"] == [SUCCESS, [0, 32, 32], INSUFFICIENT_SIZE]
+        assert g["fan"] == [["rc", NOT_SUPPORTED]] * 3  # passively cooled data-centre boards
+        assert g["display"] == [0, 0]
+        assert g["driver_model"] == [["rc", NOT_SUPPORTED]] * 2  # Windows only
+        assert g["null_out"] == [INVALID_ARGUMENT] * 4
+        assert g["reasons"] == [0x1, 0x1FF]
+        assert g["pcie_tx"] == [0, ["rc", INVALID_ARGUMENT]]
+
+
+def test_ecc_clocks_board(monitored):
+    for i, g in enumerate(monitored["gpus"]):
+        model = MODELS[CFG_MODELS[i]]
+        assert g["ecc"] == [0] * 4 and g["ecc_bad"] == ["rc", INVALID_ARGUMENT]
+        assert g["ecc_mode"] == [1, 1]
+        clocks = model["max_clocks_mhz"]
+        want = [clocks["graphics"], clocks["sm"], clocks["memory"], clocks["video"]]
+        assert g["clocks"] == [w for w in want for _ in range(4)]
+        assert g["clock_bad_id"] == ["rc", INVALID_ARGUMENT]
+        assert g["app_clocks"] == want
+        assert g["mem_clocks"] == [INSUFFICIENT_SIZE, 1, SUCCESS, 1, clocks["memory"]]
+        attrs = model["attributes"]
+        assert g["bus_width"] == attrs["GLOBAL_MEMORY_BUS_WIDTH"]
+        assert g["cores"] == attrs["MULTIPROCESSOR_COUNT"] * (64 if model["sm"] == 80 else 128)
+        assert g["mig"] == ([0, 0] if model["sm"] in (80, 90) else ["rc", NOT_SUPPORTED])
+        assert g["is_mig"] == 0
+        assert g["vbios"][0] == SUCCESS and len(g["vbios"][1].split(".")) == 5
+        assert g["by_serial"] == [SUCCESS, True]
+        assert g["nearest"] == [SUCCESS, [1, 1, 1, 1][i]]  # the other GPU of its NUMA node
+
+
+def test_process_listings_empty(monitored):
+    for g in monitored["gpus"]:
+        for key, got in g["procs"].items():
+            if key.endswith("/null"):
+                assert got == INVALID_ARGUMENT, key
+            else:  # count 0, success, the caller's array untouched
+                assert got == [SUCCESS, 0, True], key
+
+
+def test_system_monitoring_queries(monitored):
+    r = monitored
+    assert r["excluded"] == [SUCCESS, 0, INVALID_ARGUMENT]
+    assert r["units"] == [SUCCESS, 0]
+    assert r["proc_name"][0] == SUCCESS and "python" in r["proc_name"][1]
+    assert r["branch"] == [SUCCESS, "r550_00"]

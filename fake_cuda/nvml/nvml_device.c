@@ -159,14 +159,19 @@ NVML_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigne
     return fcn_copy_string(uuid, length, s);
 }
 
-NVML_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
+void fcn_serial(const fc_gpu *gpu, char *buf, size_t len)
 {
-    DEVICE_OR_RETURN(device, gpu);
     /* 13 decimal digits like real boards, derived from the UUID (FNV-1a). */
     unsigned long long h = 1469598103934665603ull;
     for (int i = 0; i < 16; i++) h = (h ^ gpu->uuid[i]) * 1099511628211ull;
+    snprintf(buf, len, "1%012llu", h % 1000000000000ull);
+}
+
+NVML_API nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char *serial, unsigned int length)
+{
+    DEVICE_OR_RETURN(device, gpu);
     char s[NVML_DEVICE_SERIAL_BUFFER_SIZE];
-    snprintf(s, sizeof s, "1%012llu", h % 1000000000000ull);
+    fcn_serial(gpu, s, sizeof s);
     return fcn_copy_string(serial, length, s);
 }
 
@@ -438,7 +443,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlM
 
 /* ---- clocks and power --------------------------------------------------------------------------- */
 
-static nvmlReturn_t clock_of(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
+nvmlReturn_t fcn_max_clock(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock)
 {
     DEVICE_OR_RETURN(device, gpu);
     if (!clock) return NVML_ERROR_INVALID_ARGUMENT;
@@ -459,14 +464,14 @@ static nvmlReturn_t clock_of(nvmlDevice_t device, nvmlClockType_t type, unsigned
 NVML_API nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                                 unsigned int *clock)
 {
-    return clock_of(device, type, clock);
+    return fcn_max_clock(device, type, clock);
 }
 
 /* A simulated GPU always runs at its maximum clocks. */
 NVML_API nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, nvmlClockType_t type,
                                              unsigned int *clock)
 {
-    return clock_of(device, type, clock);
+    return fcn_max_clock(device, type, clock);
 }
 
 static nvmlReturn_t power_limit(nvmlDevice_t device, unsigned int *limit)

@@ -163,7 +163,7 @@ static const struct {
     {12070, "565.57.01"}, {12080, "570.86.10"}, {12090, "575.51.03"}, {13000, "580.65.06"},
 };
 
-static const char *driver_version_string(int cuda)
+const char *fcn_driver_version(int cuda)
 {
     const char *best = driver_for_cuda[0].driver;
     for (size_t i = 0; i < sizeof driver_for_cuda / sizeof driver_for_cuda[0]; i++)
@@ -175,7 +175,7 @@ NVML_API nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int len
 {
     const fc_platform *p = fcn_platform();
     if (!p) return NVML_ERROR_UNINITIALIZED;
-    return fcn_copy_string(version, length, driver_version_string(p->driver_version));
+    return fcn_copy_string(version, length, fcn_driver_version(p->driver_version));
 }
 
 NVML_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int length)
@@ -184,7 +184,7 @@ NVML_API nvmlReturn_t nvmlSystemGetNVMLVersion(char *version, unsigned int lengt
     if (!p) return NVML_ERROR_UNINITIALIZED;
     char buf[NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE];
     snprintf(buf, sizeof buf, "%d.%s", p->driver_version / 1000,
-             driver_version_string(p->driver_version));
+             fcn_driver_version(p->driver_version));
     return fcn_copy_string(version, length, buf);
 }
 

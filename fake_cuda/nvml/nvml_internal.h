@@ -43,4 +43,16 @@ void fcn_fill_pci_legacy(ncclsim_nvmlPciInfoLegacy_t *out, const fc_pci_addr *a,
 
 #define FCN_PCI_VENDOR_NVIDIA 0x10deu
 
+/* The model's maximum clock of a type (what a simulated GPU always runs at). */
+nvmlReturn_t fcn_max_clock(nvmlDevice_t device, nvmlClockType_t type, unsigned int *clock);
+
+/* The board serial number NVML reports for a GPU (13 digits). */
+void fcn_serial(const fc_gpu *gpu, char *buf, size_t len);
+
+/* The Linux driver version ("580.65.06") that ships with a CUDA version (13000). */
+const char *fcn_driver_version(int cuda);
+
+/* How two GPUs of this host reach each other over PCIe. */
+nvmlGpuTopologyLevel_t fcn_topology_level(const fc_gpu *a, const fc_gpu *b);
+
 #endif

@@ -172,6 +172,19 @@ NVML_API nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, u
     return NVML_SUCCESS;
 }
 
+/* A simulated link counts no errors. */
+NVML_API nvmlReturn_t nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_t device, unsigned int link,
+                                                      nvmlNvLinkErrorCounter_t counter,
+                                                      unsigned long long *counterValue)
+{
+    const fc_gpu *gpu;
+    nvmlReturn_t r = link_of(device, link, &gpu);
+    if (r) return r;
+    if (!counterValue || (unsigned)counter >= NVML_NVLINK_ERROR_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
+    *counterValue = 0;
+    return NVML_SUCCESS;
+}
+
 /* ---- P2P and topology ---------------------------------------------------------------------------- */
 
 /* Two GPUs of this host talk over NVLink when one links to the other or both
@@ -214,6 +227,14 @@ NVML_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t device1, nvmlDevice_t 
     return NVML_SUCCESS;
 }
 
+/* Each GPU sits behind its own PCIe switch under its socket's root complex. */
+nvmlGpuTopologyLevel_t fcn_topology_level(const fc_gpu *a, const fc_gpu *b)
+{
+    return a == b                       ? NVML_TOPOLOGY_INTERNAL
+         : a->numa_node == b->numa_node ? NVML_TOPOLOGY_NODE
+                                        : NVML_TOPOLOGY_SYSTEM;
+}
+
 NVML_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, nvmlDevice_t device2,
                                                           nvmlGpuTopologyLevel_t *pathInfo)
 {
@@ -222,10 +243,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t device1, 
     if (r) return r;
     if ((r = fcn_device(device2, &b))) return r;
     if (!pathInfo) return NVML_ERROR_INVALID_ARGUMENT;
-    /* Each GPU sits behind its own PCIe switch under its socket's root complex. */
-    *pathInfo = a == b                      ? NVML_TOPOLOGY_INTERNAL
-              : a->numa_node == b->numa_node ? NVML_TOPOLOGY_NODE
-                                             : NVML_TOPOLOGY_SYSTEM;
+    *pathInfo = fcn_topology_level(a, b);
     return NVML_SUCCESS;
 }
 

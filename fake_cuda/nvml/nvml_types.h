@@ -417,6 +417,205 @@ typedef struct nvmlConfComputeMemSizeInfo_st {
     unsigned long long unprotectedMemSizeKib;
 } nvmlConfComputeMemSizeInfo_t;
 
+/* ---- monitoring: utilisation, temperature, power, clocks, ECC ----------------------------------- */
+typedef struct nvmlUtilization_st {
+    unsigned int gpu;    /* % of the sample period a kernel ran */
+    unsigned int memory; /* % of the sample period device memory was read or written */
+} nvmlUtilization_t;
+
+typedef enum nvmlTemperatureSensors_enum { NVML_TEMPERATURE_GPU = 0, NVML_TEMPERATURE_COUNT } nvmlTemperatureSensors_t;
+
+typedef struct {
+    unsigned int version; /* nvmlTemperature_v1 */
+    nvmlTemperatureSensors_t sensorType;
+    int temperature;
+} nvmlTemperature_v1_t;
+typedef nvmlTemperature_v1_t nvmlTemperature_t;
+#define nvmlTemperature_v1 NVML_STRUCT_VERSION(Temperature, 1)
+
+typedef enum nvmlTemperatureThresholds_enum {
+    NVML_TEMPERATURE_THRESHOLD_SHUTDOWN = 0,
+    NVML_TEMPERATURE_THRESHOLD_SLOWDOWN = 1,
+    NVML_TEMPERATURE_THRESHOLD_MEM_MAX = 2,
+    NVML_TEMPERATURE_THRESHOLD_GPU_MAX = 3,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MIN = 4,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_CURR = 5,
+    NVML_TEMPERATURE_THRESHOLD_ACOUSTIC_MAX = 6,
+    NVML_TEMPERATURE_THRESHOLD_GPS_CURR = 7,
+    NVML_TEMPERATURE_THRESHOLD_COUNT
+} nvmlTemperatureThresholds_t;
+
+typedef enum nvmlPStates_enum {
+    NVML_PSTATE_0 = 0,
+    NVML_PSTATE_15 = 15,
+    NVML_PSTATE_UNKNOWN = 32
+} nvmlPstates_t;
+
+typedef enum nvmlClockId_enum {
+    NVML_CLOCK_ID_CURRENT = 0,
+    NVML_CLOCK_ID_APP_CLOCK_TARGET = 1,
+    NVML_CLOCK_ID_APP_CLOCK_DEFAULT = 2,
+    NVML_CLOCK_ID_CUSTOMER_BOOST_MAX = 3,
+    NVML_CLOCK_ID_COUNT
+} nvmlClockId_t;
+
+/* Clock event ("throttle") reasons: a bit mask. */
+#define nvmlClocksEventReasonGpuIdle 0x1ull
+#define nvmlClocksEventReasonAll 0x1ffull /* the nine reasons bits 0..8 name */
+
+typedef enum nvmlPcieUtilCounter_enum {
+    NVML_PCIE_UTIL_TX_BYTES = 0,
+    NVML_PCIE_UTIL_RX_BYTES = 1,
+    NVML_PCIE_UTIL_COUNT
+} nvmlPcieUtilCounter_t;
+
+typedef unsigned int nvmlBusType_t;
+#define NVML_BUS_TYPE_PCIE 2
+
+typedef enum nvmlGpuVirtualizationMode { NVML_GPU_VIRTUALIZATION_MODE_NONE = 0 } nvmlGpuVirtualizationMode_t;
+
+typedef enum nvmlPerfPolicyType_enum {
+    NVML_PERF_POLICY_POWER = 0,
+    NVML_PERF_POLICY_THERMAL = 1,
+    NVML_PERF_POLICY_SYNC_BOOST = 2,
+    NVML_PERF_POLICY_BOARD_LIMIT = 3,
+    NVML_PERF_POLICY_LOW_UTILIZATION = 4,
+    NVML_PERF_POLICY_RELIABILITY = 5,
+    NVML_PERF_POLICY_TOTAL_APP_CLOCKS = 10,
+    NVML_PERF_POLICY_TOTAL_BASE_CLOCKS = 11,
+    NVML_PERF_POLICY_COUNT
+} nvmlPerfPolicyType_t;
+
+typedef struct nvmlViolationTime_st {
+    unsigned long long referenceTime; /* CPU time stamp, microseconds */
+    unsigned long long violationTime; /* nanoseconds */
+} nvmlViolationTime_t;
+
+typedef struct nvmlEccErrorCounts_st {
+    unsigned long long l1Cache;
+    unsigned long long l2Cache;
+    unsigned long long deviceMemory;
+    unsigned long long registerFile;
+} nvmlEccErrorCounts_t;
+
+typedef enum nvmlPageRetirementCause_enum {
+    NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS = 0,
+    NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR = 1,
+    NVML_PAGE_RETIREMENT_CAUSE_COUNT
+} nvmlPageRetirementCause_t;
+
+typedef enum nvmlNvLinkErrorCounter_enum {
+    NVML_NVLINK_ERROR_DL_REPLAY = 0,
+    NVML_NVLINK_ERROR_DL_RECOVERY = 1,
+    NVML_NVLINK_ERROR_DL_CRC_FLIT = 2,
+    NVML_NVLINK_ERROR_DL_CRC_DATA = 3,
+    NVML_NVLINK_ERROR_DL_ECC_DATA = 4,
+    NVML_NVLINK_ERROR_COUNT
+} nvmlNvLinkErrorCounter_t;
+
+#define NVML_DEVICE_VBIOS_VERSION_BUFFER_SIZE 32
+#define NVML_GSP_FIRMWARE_VERSION_BUF_SIZE 0x40
+#define NVML_DEVICE_MIG_DISABLE 0x0
+
+/* ---- processes ---------------------------------------------------------------------------------- */
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
+/* _v2 and _v3 entry points share this layout. */
+typedef struct nvmlProcessInfo_v2_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;     /* 0xFFFFFFFF without MIG */
+    unsigned int computeInstanceId; /* 0xFFFFFFFF without MIG */
+} nvmlProcessInfo_v2_t, nvmlProcessInfo_t;
+
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+    unsigned long long usedGpuCcProtectedMemory;
+} nvmlProcessDetail_v1_t;
+
+typedef struct {
+    unsigned int version; /* nvmlProcessDetailList_v1 */
+    unsigned int mode;    /* NVML_PROCESS_MODE_* */
+    unsigned int numProcArrayEntries;
+    nvmlProcessDetail_v1_t *procArray;
+} nvmlProcessDetailList_v1_t;
+typedef nvmlProcessDetailList_v1_t nvmlProcessDetailList_t;
+#define nvmlProcessDetailList_v1 NVML_STRUCT_VERSION(ProcessDetailList, 1)
+#define NCCLSIM_NVML_PROCESS_MODE_MAX 2 /* modes: compute 0, graphics 1, MPS compute 2 (unnamed in nvml.h) */
+
+typedef struct nvmlProcessUtilizationSample_st {
+    unsigned int pid;
+    unsigned long long timeStamp;
+    unsigned int smUtil, memUtil, encUtil, decUtil;
+} nvmlProcessUtilizationSample_t;
+
+typedef struct {
+    unsigned long long timeStamp;
+    unsigned int pid;
+    unsigned int smUtil, memUtil, encUtil, decUtil, jpgUtil, ofaUtil;
+} nvmlProcessUtilizationInfo_v1_t;
+
+typedef struct {
+    unsigned int version; /* nvmlProcessesUtilizationInfo_v1 */
+    unsigned int processSamplesCount;
+    unsigned long long lastSeenTimeStamp;
+    nvmlProcessUtilizationInfo_v1_t *procUtilArray;
+} nvmlProcessesUtilizationInfo_v1_t;
+typedef nvmlProcessesUtilizationInfo_v1_t nvmlProcessesUtilizationInfo_t;
+#define nvmlProcessesUtilizationInfo_v1 NVML_STRUCT_VERSION(ProcessesUtilizationInfo, 1)
+
+/* ---- handles by UUID, excluded devices, units, system ------------------------------------------- */
+#define NVML_DEVICE_UUID_ASCII_LEN 41
+#define NVML_DEVICE_UUID_BINARY_LEN 16
+#define NVML_UUID_TYPE_ASCII 1
+#define NVML_UUID_TYPE_BINARY 2
+typedef struct {
+    unsigned int version; /* nvmlUUID_v1 */
+    unsigned int type;    /* NVML_UUID_TYPE_* */
+    union {
+        char str[NVML_DEVICE_UUID_ASCII_LEN];
+        unsigned char bytes[NVML_DEVICE_UUID_BINARY_LEN];
+    } value;
+} nvmlUUID_v1_t;
+typedef nvmlUUID_v1_t nvmlUUID_t;
+#define nvmlUUID_v1 NVML_STRUCT_VERSION(UUID, 1)
+
+typedef struct nvmlExcludedDeviceInfo_st {
+    nvmlPciInfo_t pciInfo;
+    char uuid[NVML_DEVICE_UUID_BUFFER_SIZE];
+} nvmlExcludedDeviceInfo_t;
+
+typedef struct nvmlUnit_st *nvmlUnit_t;
+
+typedef struct nvmlHwbcEntry_st {
+    unsigned int hwbcId;
+    char firmwareVersion[32];
+} nvmlHwbcEntry_t;
+
+typedef struct {
+    unsigned int version; /* nvmlSystemDriverBranchInfo_v1 */
+    char branch[NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE];
+} nvmlSystemDriverBranchInfo_v1_t;
+typedef nvmlSystemDriverBranchInfo_v1_t nvmlSystemDriverBranchInfo_t;
+#define nvmlSystemDriverBranchInfo_v1 NVML_STRUCT_VERSION(SystemDriverBranchInfo, 1)
+
+typedef struct nvmlConfComputeSystemCaps_st {
+    unsigned int cpuCaps;  /* NVML_CC_SYSTEM_CPU_CAPS_NONE = 0 */
+    unsigned int gpusCaps; /* NVML_CC_SYSTEM_GPUS_CC_NOT_CAPABLE = 0 */
+} nvmlConfComputeSystemCaps_t;
+
+typedef struct {
+    unsigned int version; /* NVML_GPM_SUPPORT_VERSION */
+    unsigned int isSupportedDevice;
+} nvmlGpmSupport_t;
+#define NVML_GPM_SUPPORT_VERSION 1
+
 /* ---- layout checks (values of NVIDIA's nvml.h on LP64) ------------------------------------------- */
 _Static_assert(sizeof(nvmlReturn_t) == 4, "enum size");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t");
@@ -442,5 +641,20 @@ _Static_assert(sizeof(nvmlSystemConfComputeSettings_v1_t) == 20, "nvmlSystemConf
 _Static_assert(nvmlSystemConfComputeSettings_v1 == 0x01000014u, "nvmlSystemConfComputeSettings_v1");
 _Static_assert(sizeof(nvmlConfComputeMemSizeInfo_t) == 16, "nvmlConfComputeMemSizeInfo_t");
 _Static_assert(sizeof(nvmlBAR1Memory_t) == 24, "nvmlBAR1Memory_t");
+
+_Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");
+_Static_assert(sizeof(nvmlTemperature_v1_t) == 12 && nvmlTemperature_v1 == 0x0100000cu, "nvmlTemperature_v1_t");
+_Static_assert(sizeof(nvmlViolationTime_t) == 16, "nvmlViolationTime_t");
+_Static_assert(sizeof(nvmlEccErrorCounts_t) == 32, "nvmlEccErrorCounts_t");
+_Static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "nvmlProcessInfo_v1_t");
+_Static_assert(sizeof(nvmlProcessInfo_v2_t) == 24, "nvmlProcessInfo_v2_t");
+_Static_assert(sizeof(nvmlProcessDetail_v1_t) == 32, "nvmlProcessDetail_v1_t");
+_Static_assert(sizeof(nvmlProcessDetailList_v1_t) == 24, "nvmlProcessDetailList_v1_t");
+_Static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t");
+_Static_assert(sizeof(nvmlProcessesUtilizationInfo_v1_t) == 24, "nvmlProcessesUtilizationInfo_v1_t");
+_Static_assert(sizeof(nvmlUUID_v1_t) == 52 && offsetof(nvmlUUID_v1_t, value) == 8, "nvmlUUID_v1_t");
+_Static_assert(sizeof(nvmlExcludedDeviceInfo_t) == 148, "nvmlExcludedDeviceInfo_t");
+_Static_assert(sizeof(nvmlSystemDriverBranchInfo_v1_t) == 84, "nvmlSystemDriverBranchInfo_v1_t");
+_Static_assert(sizeof(nvmlHwbcEntry_t) == 36, "nvmlHwbcEntry_t");
 
 #endif
