@@ -312,3 +312,14 @@ def test_unsupported_functions_are_exported_under_their_abi_symbols(driver_env):
         assert res[symbol] == {"same_as_proc": True, "called": CUDA_ERROR_NOT_SUPPORTED}, symbol
     assert res["cuMemFree_v2"]["same_as_proc"] is True  # the simulated one, not a stub
     assert res["not_an_abi"] == 0
+
+
+def test_each_process_publishes_the_gpus_it_uses(driver_env, tmp_path):
+    """For NVML's process listings (nvidia-smi, gpustat): a file per process beside the
+    platform file, a line per GPU it holds a context or memory on, gone at exit."""
+    plat = tmp_path / "p.conf"
+    plat.write_text(SMALL)
+    res = run_check(driver_env, "processes_published", platform=plat)
+    assert res == {"context": "0000:2a:00.0 0\n", "allocated": "0000:2a:00.0 1048576\n",
+                   "freed": "0000:2a:00.0 0\n"}
+    assert list((tmp_path / "processes").iterdir()) == []

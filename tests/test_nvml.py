@@ -107,6 +107,11 @@ int nvmlDeviceGetSerial(nvmlDevice_t, char *, unsigned);
 int nvmlDeviceGetBoardPartNumber(nvmlDevice_t, char *, unsigned);
 int nvmlDeviceGetCpuAffinity(nvmlDevice_t, unsigned, unsigned long *);
 int nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t, int, int, int, unsigned long long *);
+typedef struct { unsigned pid; unsigned long long usedGpuMemory; } nvmlProcessInfo_v1_t;
+typedef struct { unsigned pid; unsigned long long usedGpuMemory; unsigned gpuInstanceId, computeInstanceId; }
+    nvmlProcessInfo_t;
+int nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t, unsigned *, nvmlProcessInfo_v1_t *);
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t, unsigned *, nvmlProcessInfo_t *);
 """
 
 # Runs first in every child: loads the library, defines helpers; the body then
@@ -1019,3 +1024,48 @@ def test_system_monitoring_queries(monitored):
     assert r["units"] == [SUCCESS, 0]
     assert r["proc_name"][0] == SUCCESS and "python" in r["proc_name"][1]
     assert r["branch"] == [SUCCESS, "r550_00"]
+
+
+# ---- running processes: the host's directory that each rank's driver writes ----
+
+PROCESSES_BODY = """
+assert lib.nvmlInit_v2() == 0
+def listing(i, room, v1=False):
+    count = ffi.new("unsigned *", room)
+    infos = ffi.new("nvmlProcessInfo_v1_t[4]" if v1 else "nvmlProcessInfo_t[4]")
+    fn = lib.nvmlDeviceGetComputeRunningProcesses if v1 else lib.nvmlDeviceGetComputeRunningProcesses_v3
+    rc = fn(handle(i), count, infos)
+    got = [[infos[k].pid, infos[k].usedGpuMemory] + ([] if v1 else [infos[k].gpuInstanceId])
+           for k in range(min(count[0], room))] if rc == 0 else []
+    return [rc, count[0], got]
+m = ffi.new("nvmlMemory_v2_t *")
+m.version = 40 | (2 << 24)
+assert lib.nvmlDeviceGetMemoryInfo_v2(handle(0), m) == 0
+emit({"asked_0": listing(0, 0), "gpu0": listing(0, 4), "gpu1_v1": listing(1, 4, v1=True),
+      "gpu2": listing(2, 4), "used0": m.used})
+"""
+
+
+def test_running_processes_are_the_hosts_ranks(nvml_lib, tmp_path):
+    """Each process's driver keeps dirname(NCCLSIM_PLATFORM)/processes/<pid> (bus id and bytes
+    per GPU it uses); NVML lists the live ones and counts their memory as used."""
+    plat = tmp_path / "host3.conf"
+    plat.write_text(PLATFORM)
+    procs = tmp_path / "processes"
+    procs.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    (procs / gone).write_text("0000:18:00.0 5\n")  # killed before it removed its file
+    (procs / ".77.tmp").write_text("0000:18:00.0 7\n")  # being written
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as rank:
+        try:
+            (procs / str(rank.pid)).write_text("0000:18:00.0 1048576\n0000:2a:00.0 0\n")
+            r, _ = run_child(nvml_lib, PROCESSES_BODY, child_env(NCCLSIM_PLATFORM=str(plat)))
+        finally:
+            rank.kill()
+    assert r["asked_0"] == [INSUFFICIENT_SIZE, 1, []]
+    assert r["gpu0"] == [SUCCESS, 1, [[rank.pid, 1 << 20, 0xFFFFFFFF]]]
+    assert r["gpu1_v1"] == [SUCCESS, 1, [[rank.pid, 0]]]
+    assert r["gpu2"] == [SUCCESS, 0, []]
+    assert r["used0"] == 1 << 20
+    assert not (procs / gone).exists() and (procs / ".77.tmp").exists()

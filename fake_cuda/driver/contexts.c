@@ -36,6 +36,7 @@ static void ctx_init(CUcontext c, CUdevice dev, bool is_primary, unsigned flags)
     c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
     c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 32;
     c->limits[CU_LIMIT_PERSISTING_L2_CACHE_SIZE] = 0;
+    fc_mem_mark_in_use(dev);
 }
 
 /* Run and drop the context-local storage destructors (primary context reset

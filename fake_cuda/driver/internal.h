@@ -134,6 +134,7 @@ uint64_t fc_memory_key(uint64_t ino, uint64_t off);
 #define FC_FILE_INODES (1ull << 22)
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
+void fc_mem_mark_in_use(CUdevice dev); /* a context there: NVML lists this process */
 void fc_mem_unreserve(CUdevice dev, size_t size);
 size_t fc_mem_used(CUdevice dev);
 CUresult fc_device_alloc(CUdevice dev, size_t size, CUdeviceptr *out);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "processes.h"
 #include "vmm_handle.h"
 
 /* ---- the registry: sorted by base, non-overlapping ---- */
@@ -210,6 +211,28 @@ int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, vo
 /* ---- capacity per device ---- */
 
 static atomic_size_t used[FC_MAX_GPUS];
+static atomic_int in_use[FC_MAX_GPUS]; /* a context or memory on it: NVML lists this process */
+static pthread_mutex_t publish_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What NVML's process listings of this host read (common/processes.h). */
+static void publish_use(void)
+{
+    const fc_platform *p = fc_current_platform();
+    int use[FC_MAX_GPUS];
+    size_t bytes[FC_MAX_GPUS];
+    for (int d = 0; d < FC_MAX_GPUS; d++) {
+        use[d] = atomic_load(&in_use[d]);
+        bytes[d] = atomic_load(&used[d]);
+    }
+    pthread_mutex_lock(&publish_lock);
+    fc_processes_publish(p, use, bytes);
+    pthread_mutex_unlock(&publish_lock);
+}
+
+void fc_mem_mark_in_use(CUdevice dev)
+{
+    if (!atomic_exchange(&in_use[dev], 1)) publish_use();
+}
 
 bool fc_mem_reserve(CUdevice dev, size_t size)
 {
@@ -218,10 +241,16 @@ bool fc_mem_reserve(CUdevice dev, size_t size)
     do {
         if (size > total || cur > total - size) return false;
     } while (!atomic_compare_exchange_weak(&used[dev], &cur, cur + size));
+    atomic_store(&in_use[dev], 1);
+    publish_use();
     return true;
 }
 
-void fc_mem_unreserve(CUdevice dev, size_t size) { atomic_fetch_sub(&used[dev], size); }
+void fc_mem_unreserve(CUdevice dev, size_t size)
+{
+    atomic_fetch_sub(&used[dev], size);
+    publish_use();
+}
 
 size_t fc_mem_used(CUdevice dev) { return atomic_load(&used[dev]); }
 

@@ -379,10 +379,10 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t 
 {
     DEVICE_OR_RETURN(device, gpu);
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
-    unsigned long long reserved = reserved_memory(gpu);
+    unsigned long long reserved = reserved_memory(gpu), allocated = fcn_allocated(gpu, reserved);
     memory->total = gpu->memory;
-    memory->used = reserved; /* v1 counts the reserved part as used */
-    memory->free = gpu->memory - reserved;
+    memory->used = reserved + allocated; /* v1 counts the reserved part as used */
+    memory->free = gpu->memory - reserved - allocated;
     return NVML_SUCCESS;
 }
 
@@ -391,11 +391,11 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory
     DEVICE_OR_RETURN(device, gpu);
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    unsigned long long reserved = reserved_memory(gpu);
+    unsigned long long reserved = reserved_memory(gpu), allocated = fcn_allocated(gpu, reserved);
     memory->total = gpu->memory;
     memory->reserved = reserved;
-    memory->used = 0;
-    memory->free = gpu->memory - reserved;
+    memory->used = allocated;
+    memory->free = gpu->memory - reserved - allocated;
     return NVML_SUCCESS;
 }
 

@@ -29,6 +29,10 @@ nvmlDevice_t fcn_handle(unsigned i);
  * (INVALID_ARGUMENT). On success *gpu is its GPU. */
 nvmlReturn_t fcn_device(nvmlDevice_t device, const fc_gpu **gpu);
 
+/* What the processes on the GPU have allocated (nvml_processes.c), at most
+ * what `reserved` leaves of its memory. */
+unsigned long long fcn_allocated(const fc_gpu *gpu, unsigned long long reserved);
+
 /* Copy a NUL-terminated string into an NVML caller's buffer of `length` bytes. */
 nvmlReturn_t fcn_copy_string(char *dst, unsigned length, const char *src);
 

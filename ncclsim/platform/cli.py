@@ -13,7 +13,7 @@ from ncclsim.commands import emit_json, int_in
 from ncclsim.nccl import wheels
 from ncclsim.platform.config import MAX_GPUS, MAX_HOST_INDEX, default_platform, read_platform
 from ncclsim.platform.describe import platform_json, platform_text
-from ncclsim.platform.env import SimOptions, current_platform, simulation_env
+from ncclsim.platform.env import SimOptions, current_platform, run_host_env, simulation_env
 from ncclsim.platform.libraries import Libraries, check_libraries
 from ncclsim.platform.models import GpuCatalog
 
@@ -28,6 +28,10 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
     env.add_argument("--config-dir", type=Path, metavar="DIR",
                      help="where the platform file is written "
                           "(default $XDG_CACHE_HOME/ncclsim or ~/.cache/ncclsim)")
+    env.add_argument("--run", type=Path, metavar="RUN_DIR",
+                     help="the simulated host --host of this launch's run directory instead "
+                          "(--gpus, --model do not apply): tools such as gpustat or nvitop then "
+                          "show its GPUs and the ranks running on them")
     env.set_defaults(func=cmd_env)
 
     info = sub.add_parser("info", aliases=["platform"], help="show the simulated platform",
@@ -62,8 +66,11 @@ def _add_platform_options(p: argparse.ArgumentParser, catalog: GpuCatalog,
 
 def cmd_env(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
             catalog: GpuCatalog) -> int:
-    sim = simulation_env(SimOptions(args.gpus, args.model, args.host, args.config_dir),
-                         environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir, catalog)
+    if args.run:
+        sim = run_host_env(args.run, args.host, environ)
+    else:
+        sim = simulation_env(SimOptions(args.gpus, args.model, args.host, args.config_dir),
+                             environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir, catalog)
     if args.json:
         emit_json(out, {"env": dict(sim.variables), "unset": list(sim.unset),
                         "platform_file": str(sim.platform_file),

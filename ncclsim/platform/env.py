@@ -12,7 +12,8 @@ from typing import Mapping, Optional
 from ncclsim.paths import cudart_lib_dir, default_config_dir, lib_dir
 from ncclsim.platform.config import PlatformConfig, default_platform, read_platform, write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
-from ncclsim.rundir import host_name
+from ncclsim import NcclsimError
+from ncclsim.rundir import HostFiles, RunDir, host_name
 
 # Hidden GPUs would be hidden by NVIDIA's runtime before our driver is asked.
 UNSET_VARIABLES = ("CUDA_VISIBLE_DEVICES",)
@@ -133,6 +134,23 @@ def simulation_env(opts: SimOptions, environ: Mapping[str, str], nccl_lib: Path,
         **memory_settings(environ),
     }
     return SimEnvironment(variables, UNSET_VARIABLES, cfg, path)
+
+
+def run_host_env(run_dir: Path, host: int, environ: Mapping[str, str]) -> SimEnvironment:
+    """The environment of simulated host `host` of a launch's run directory, as
+    its ranks have it (hosts/h<i>/env), for tools run beside them: nvidia-smi
+    style monitors then see that host's GPUs and the ranks using them."""
+    files: HostFiles = RunDir(run_dir).host(host)
+    if not files.platform_conf.is_file():
+        known = sorted(p.parent.name for p in RunDir(run_dir).hosts_dir.glob("h*/platform.conf"))
+        raise NcclsimError(f"--run {run_dir}: no simulated host h{host} there"
+                           + (f" (it has {', '.join(known)})" if known else " (not a launch's run directory)"))
+    variables = dict(
+        word.split("=", 1) for line in files.env.read_text().splitlines()
+        for word in shlex.split(line)[1:2] if line.startswith("export "))
+    variables["LD_LIBRARY_PATH"] = prepend_paths([lib_dir()], environ.get("LD_LIBRARY_PATH", ""))
+    variables["LD_PRELOAD"] = with_host_preload(environ.get("LD_PRELOAD", ""))
+    return SimEnvironment(variables, UNSET_VARIABLES, read_platform(files.platform_conf), files.platform_conf)
 
 
 @dataclass(frozen=True)

@@ -784,6 +784,22 @@ def check_unsupported_exported() -> dict:
     return res
 
 
+# ---- the host's process directory that NVML's process listings read ----
+
+def check_processes_published() -> dict:
+    """This process's file beside the platform file: after a context on device 1,
+    after 1 MiB there, after freeing it."""
+    own = os.path.join(os.path.dirname(os.environ["NCCLSIM_PLATFORM"]), "processes", str(os.getpid()))
+    seen = {}
+    init_ctx(1)
+    seen["context"] = open(own).read()
+    p = mem_alloc(1 << 20)
+    seen["allocated"] = open(own).read()
+    ck(cu.cuMemFree_v2(p), "cuMemFree")
+    seen["freed"] = open(own).read()
+    return seen
+
+
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":
