@@ -50,6 +50,20 @@ def test_env_shell(run_cli: RunCli, lib_dir: Path, tmp_path: Path) -> None:
     assert "NCCL_CUMEM_ENABLE" not in env
 
 
+def test_env_of_a_launchs_host(run_cli: RunCli, lib_dir: Path, tmp_path: Path) -> None:
+    """--run RUN_DIR --host N: the variables of that host's ranks, for tools run beside them."""
+    assert run_cli("topo", "generate", "--preset", "dgx-a100", "--hosts", "2", "-o", "run/hosts").returncode == 0
+    r = run_cli("env", "--run", "run", "--host", "1")
+    assert r.returncode == 0, r.stderr
+    env, unset = exports(r.stdout)
+    assert env["NCCLSIM_PLATFORM"] == str((tmp_path / "run" / "hosts" / "h1" / "platform.conf").resolve())
+    assert env["NCCL_HOSTID"] == "ncclsim-h1" and env["LD_LIBRARY_PATH"].split(":")[0] == str(lib_dir)
+    assert "libncclsim-host.so" in env["LD_PRELOAD"] and "CUDA_VISIBLE_DEVICES" in unset
+    r = run_cli("env", "--run", "run", "--host", "2")
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "ncclsim: error: --run run: no simulated host h2 there (it has h0, h1)"], r.stderr
+
+
 def test_env_json(run_cli: RunCli, catalog: GpuCatalog, tmp_path: Path) -> None:
     r = run_cli("env", "--json", "--gpus", "4", "--model", "l40s", "--host", "2",
                 "--config-dir", str(tmp_path))
