@@ -9,23 +9,6 @@
 
 #include "nvml_internal.h"
 
-#define DEVICE_OR_RETURN(device, gpu)                                                         \
-    const fc_gpu *gpu;                                                                        \
-    do {                                                                                      \
-        nvmlReturn_t r_ = fcn_device((device), &gpu);                                         \
-        if (r_ != NVML_SUCCESS) return r_;                                                    \
-    } while (0)
-
-/* Set *out to v for a valid device. */
-static nvmlReturn_t device_uint(nvmlDevice_t device, unsigned int *out, unsigned v)
-{
-    nvmlReturn_t r = fcn_device(device, NULL);
-    if (r) return r;
-    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    *out = v;
-    return NVML_SUCCESS;
-}
-
 /* ---- board -------------------------------------------------------------------------------------- */
 
 NVML_API nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int *busWidth)
@@ -68,13 +51,13 @@ NVML_API nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int *bo
 {
     DEVICE_OR_RETURN(device, gpu);
     const fc_pci_addr *a = &gpu->pci;
-    return device_uint(device, boardId, (a->domain << 16) | (a->bus << 8) | (a->device << 3) | a->function);
+    return fcn_device_uint(device, boardId, (a->domain << 16) | (a->bus << 8) | (a->device << 3) | a->function);
 }
 
 /* One GPU per board (SXM modules and single-GPU PCIe cards). */
 NVML_API nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int *multiGpuBool)
 {
-    return device_uint(device, multiGpuBool, 0);
+    return fcn_device_uint(device, multiGpuBool, 0);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t device2, int *onSameBoard)
@@ -88,15 +71,14 @@ NVML_API nvmlReturn_t nvmlDeviceOnSameBoard(nvmlDevice_t device1, nvmlDevice_t d
 
 NVML_API nvmlReturn_t nvmlDeviceGetBusType(nvmlDevice_t device, nvmlBusType_t *type)
 {
-    return device_uint(device, type, NVML_BUS_TYPE_PCIE);
+    return fcn_device_uint(device, type, NVML_BUS_TYPE_PCIE);
 }
 
 /* Assumed: modules sit in their slots in ordinal order (ids count from 1). */
 NVML_API nvmlReturn_t nvmlDeviceGetModuleId(nvmlDevice_t device, unsigned int *moduleId)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    return device_uint(device, moduleId, device->index + 1);
+    VALID_DEVICE_OR_RETURN(device);
+    return fcn_device_uint(device, moduleId, device->index + 1);
 }
 
 /* What the GPU itself supports (the platform's link may run slower). */
@@ -104,7 +86,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetGpuMaxPcieLinkGeneration(nvmlDevice_t device,
 {
     DEVICE_OR_RETURN(device, gpu);
     if (gpu->model->pcie_gen <= 0) return NVML_ERROR_NOT_SUPPORTED;
-    return device_uint(device, maxLinkGenDevice, (unsigned)gpu->model->pcie_gen);
+    return fcn_device_uint(device, maxLinkGenDevice, (unsigned)gpu->model->pcie_gen);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetVirtualizationMode(nvmlDevice_t device, nvmlGpuVirtualizationMode_t *pVirtualMode)
@@ -156,7 +138,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *cu
 /* Every handle this library gives is a whole GPU. */
 NVML_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
 {
-    return device_uint(device, isMigDevice, 0);
+    return fcn_device_uint(device, isMigDevice, 0);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
@@ -252,11 +234,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, nvml
 /* No GPU is excluded from use (NVreg_ExcludedGpus). */
 NVML_API nvmlReturn_t nvmlGetExcludedDeviceCount(unsigned int *deviceCount)
 {
-    nvmlReturn_t r = fcn_check_init();
-    if (r) return r;
-    if (!deviceCount) return NVML_ERROR_INVALID_ARGUMENT;
-    *deviceCount = 0;
-    return NVML_SUCCESS;
+    return fcn_system_uint(deviceCount, 0);
 }
 
 NVML_API nvmlReturn_t nvmlGetExcludedDeviceInfoByIndex(unsigned int index, nvmlExcludedDeviceInfo_t *info)
@@ -281,11 +259,7 @@ NVML_API nvmlReturn_t nvmlGetBlacklistDeviceInfoByIndex(unsigned int index, nvml
 /* No S-class units (external GPU enclosures). */
 NVML_API nvmlReturn_t nvmlUnitGetCount(unsigned int *unitCount)
 {
-    nvmlReturn_t r = fcn_check_init();
-    if (r) return r;
-    if (!unitCount) return NVML_ERROR_INVALID_ARGUMENT;
-    *unitCount = 0;
-    return NVML_SUCCESS;
+    return fcn_system_uint(unitCount, 0);
 }
 
 NVML_API nvmlReturn_t nvmlUnitGetHandleByIndex(unsigned int index, nvmlUnit_t *unit)

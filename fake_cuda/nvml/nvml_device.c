@@ -14,13 +14,6 @@
 /* BAR1 an idle process sees in use. */
 #define FCN_BAR1_USED (1ull << 20)
 
-#define DEVICE_OR_RETURN(device, gpu)                                                         \
-    const fc_gpu *gpu;                                                                        \
-    do {                                                                                      \
-        nvmlReturn_t r_ = fcn_device((device), &gpu);                                         \
-        if (r_ != NVML_SUCCESS) return r_;                                                    \
-    } while (0)
-
 /* ---- enumeration -------------------------------------------------------------------------------- */
 
 NVML_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)
@@ -127,8 +120,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *
 
 NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!index) return NVML_ERROR_INVALID_ARGUMENT;
     *index = device->index;
     return NVML_SUCCESS;
@@ -136,8 +128,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *inde
 
 NVML_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!minorNumber) return NVML_ERROR_INVALID_ARGUMENT;
     *minorNumber = device->index; /* /dev/nvidiaN */
     return NVML_SUCCESS;
@@ -194,8 +185,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetBoardPartNumber(nvmlDevice_t device, char *pa
 
 NVML_API nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, nvmlBrandType_t *type)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!type) return NVML_ERROR_INVALID_ARGUMENT;
     *type = NVML_BRAND_NVIDIA; /* data-center boards report "NVIDIA" with current drivers */
     return NVML_SUCCESS;
@@ -230,20 +220,13 @@ NVML_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, in
 
 NVML_API nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, nvmlComputeMode_t *mode)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = NVML_COMPUTEMODE_DEFAULT;
-    return NVML_SUCCESS;
+    return fcn_device_uint(device, (unsigned int *)mode, NVML_COMPUTEMODE_DEFAULT);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = NVML_FEATURE_DISABLED; /* as on the HGX H100 captures the models come from */
-    return NVML_SUCCESS;
+    /* disabled, as on the HGX H100 captures the models come from */
+    return fcn_device_uint(device, (unsigned int *)mode, NVML_FEATURE_DISABLED);
 }
 
 /* ---- PCI ---------------------------------------------------------------------------------------- */
@@ -428,8 +411,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, nvmlM
                                                       nvmlMemoryLocation_t locationType,
                                                       unsigned long long *count)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!count || (unsigned)errorType >= NVML_MEMORY_ERROR_TYPE_COUNT ||
         (unsigned)counterType >= NVML_ECC_COUNTER_TYPE_COUNT ||
         (unsigned)locationType >= NVML_MEMORY_LOCATION_COUNT)

@@ -28,6 +28,24 @@ nvmlDevice_t fcn_handle(unsigned i)
     return &devices[i];
 }
 
+nvmlReturn_t fcn_system_uint(unsigned int *out, unsigned v)
+{
+    nvmlReturn_t r = fcn_check_init();
+    if (r) return r;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    *out = v;
+    return NVML_SUCCESS;
+}
+
+nvmlReturn_t fcn_device_uint(nvmlDevice_t device, unsigned int *out, unsigned v)
+{
+    nvmlReturn_t r = fcn_device(device, NULL);
+    if (r) return r;
+    if (!out) return NVML_ERROR_INVALID_ARGUMENT;
+    *out = v;
+    return NVML_SUCCESS;
+}
+
 nvmlReturn_t fcn_device(nvmlDevice_t device, const fc_gpu **gpu)
 {
     const fc_platform *p = fcn_platform();

@@ -29,6 +29,29 @@ nvmlDevice_t fcn_handle(unsigned i);
  * (INVALID_ARGUMENT). On success *gpu is its GPU. */
 nvmlReturn_t fcn_device(nvmlDevice_t device, const fc_gpu **gpu);
 
+/* In a function returning nvmlReturn_t: declare `gpu`, the device's GPU, or
+ * return fcn_device's error. */
+#define DEVICE_OR_RETURN(device, gpu)                                                         \
+    const fc_gpu *gpu;                                                                        \
+    do {                                                                                      \
+        nvmlReturn_t r_ = fcn_device((device), &gpu);                                         \
+        if (r_ != NVML_SUCCESS) return r_;                                                    \
+    } while (0)
+
+/* The same where the GPU itself is not needed. */
+#define VALID_DEVICE_OR_RETURN(device)                                                        \
+    do {                                                                                      \
+        nvmlReturn_t r_ = fcn_device((device), NULL);                                         \
+        if (r_ != NVML_SUCCESS) return r_;                                                    \
+    } while (0)
+
+/* A getter of one value: *out = v for a valid device (INVALID_ARGUMENT for a
+ * NULL out). Enum outputs are unsigned int-sized, as NVML's ABI has them. */
+nvmlReturn_t fcn_device_uint(nvmlDevice_t device, unsigned int *out, unsigned v);
+
+/* The same for a system-wide value: UNINITIALIZED before nvmlInit. */
+nvmlReturn_t fcn_system_uint(unsigned int *out, unsigned v);
+
 /* What the processes on the GPU have allocated (nvml_processes.c), at most
  * what `reserved` leaves of its memory. */
 unsigned long long fcn_allocated(const fc_gpu *gpu, unsigned long long reserved);

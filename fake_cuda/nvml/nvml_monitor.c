@@ -27,13 +27,6 @@
 /* Assumed sampling period of the encoder/decoder/JPEG/OFA utilisation. */
 #define FCN_ENGINE_SAMPLE_US 1000000u
 
-#define DEVICE_OR_RETURN(device, gpu)                                                         \
-    const fc_gpu *gpu;                                                                        \
-    do {                                                                                      \
-        nvmlReturn_t r_ = fcn_device((device), &gpu);                                         \
-        if (r_ != NVML_SUCCESS) return r_;                                                    \
-    } while (0)
-
 /* A model's CUDA device attribute, or `fallback` when its data does not give it. */
 static int model_attr(const fc_gpu *gpu, int attr, int fallback)
 {
@@ -49,8 +42,7 @@ static int ecc_enabled(const fc_gpu *gpu)
 
 NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!utilization) return NVML_ERROR_INVALID_ARGUMENT;
     utilization->gpu = 0; /* no kernel runs on the GPU itself: the host replays them */
     utilization->memory = 0;
@@ -60,8 +52,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUti
 /* Encoder, decoder, JPEG and OFA engines: idle. */
 static nvmlReturn_t engine_idle(nvmlDevice_t device, unsigned int *utilization, unsigned int *samplingPeriodUs)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!utilization || !samplingPeriodUs) return NVML_ERROR_INVALID_ARGUMENT;
     *utilization = 0;
     *samplingPeriodUs = FCN_ENGINE_SAMPLE_US;
@@ -95,8 +86,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetOfaUtilization(nvmlDevice_t device, unsigned 
 NVML_API nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int *sessionCount,
                                                 unsigned int *averageFps, unsigned int *averageLatency)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!sessionCount || !averageFps || !averageLatency) return NVML_ERROR_INVALID_ARGUMENT;
     *sessionCount = *averageFps = *averageLatency = 0;
     return NVML_SUCCESS;
@@ -105,11 +95,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned in
 /* No encoder or frame-buffer-capture sessions: the count protocol with none. */
 static nvmlReturn_t no_sessions(nvmlDevice_t device, unsigned int *sessionCount)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!sessionCount) return NVML_ERROR_INVALID_ARGUMENT;
-    *sessionCount = 0;
-    return NVML_SUCCESS;
+    return fcn_device_uint(device, sessionCount, 0);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetEncoderSessions(nvmlDevice_t device, unsigned int *sessionCount,
@@ -129,8 +115,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetFBCSessions(nvmlDevice_t device, unsigned int
 NVML_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieUtilCounter_t counter,
                                                   unsigned int *value)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!value || (unsigned)counter >= NVML_PCIE_UTIL_COUNT) return NVML_ERROR_INVALID_ARGUMENT;
     *value = 0; /* KB/s: the simulation's copies do not cross a PCIe bus */
     return NVML_SUCCESS;
@@ -138,32 +123,19 @@ NVML_API nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, nvmlPcieU
 
 NVML_API nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int *value)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!value) return NVML_ERROR_INVALID_ARGUMENT;
-    *value = 0;
-    return NVML_SUCCESS;
+    return fcn_device_uint(device, value, 0);
 }
 
 /* ---- display: data-centre boards drive none ------------------------------------------------------ */
 
-static nvmlReturn_t display_off(nvmlDevice_t device, nvmlEnableState_t *state)
-{
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!state) return NVML_ERROR_INVALID_ARGUMENT;
-    *state = NVML_FEATURE_DISABLED;
-    return NVML_SUCCESS;
-}
-
 NVML_API nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, nvmlEnableState_t *isActive)
 {
-    return display_off(device, isActive);
+    return fcn_device_uint(device, (unsigned int *)isActive, NVML_FEATURE_DISABLED);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableState_t *display)
 {
-    return display_off(device, display);
+    return fcn_device_uint(device, (unsigned int *)display, NVML_FEATURE_DISABLED);
 }
 
 /* ---- temperature ------------------------------------------------------------------------------- */
@@ -171,8 +143,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, nvmlEnableSt
 NVML_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperatureSensors_t sensorType,
                                                unsigned int *temp)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!temp || sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
     *temp = FCN_IDLE_TEMP_C;
     return NVML_SUCCESS;
@@ -180,8 +151,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, nvmlTemperat
 
 NVML_API nvmlReturn_t nvmlDeviceGetTemperatureV(nvmlDevice_t device, nvmlTemperature_t *temperature)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!temperature) return NVML_ERROR_INVALID_ARGUMENT;
     if (temperature->version != nvmlTemperature_v1) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     if (temperature->sensorType != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
@@ -193,8 +163,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device,
                                                         nvmlTemperatureThresholds_t thresholdType,
                                                         unsigned int *temp)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!temp || (unsigned)thresholdType >= NVML_TEMPERATURE_THRESHOLD_COUNT)
         return NVML_ERROR_INVALID_ARGUMENT;
     switch (thresholdType) {
@@ -260,11 +229,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetPowerManagementMode(nvmlDevice_t device, nvml
 /* P0: the simulated GPU holds its maximum clocks (as nvmlDeviceGetClockInfo says). */
 static nvmlReturn_t pstate(nvmlDevice_t device, nvmlPstates_t *pState)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
-    if (!pState) return NVML_ERROR_INVALID_ARGUMENT;
-    *pState = NVML_PSTATE_0;
-    return NVML_SUCCESS;
+    return fcn_device_uint(device, (unsigned int *)pState, NVML_PSTATE_0);
 }
 
 NVML_API nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, nvmlPstates_t *pState)
@@ -281,8 +246,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, nvmlPstates_t
 NVML_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t device, nvmlPstates_t *pstates,
                                                               unsigned int size)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!pstates) return NVML_ERROR_INVALID_ARGUMENT;
     unsigned n = size / sizeof *pstates;
     if (n < 1) return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -294,8 +258,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetSupportedPerformanceStates(nvmlDevice_t devic
 /* Idle (nothing runs) while the clocks stay at their maximum. */
 static nvmlReturn_t event_reasons(nvmlDevice_t device, unsigned long long *reasons, unsigned long long value)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     if (!reasons) return NVML_ERROR_INVALID_ARGUMENT;
     *reasons = value;
     return NVML_SUCCESS;
@@ -399,8 +362,7 @@ NVML_API nvmlReturn_t nvmlDeviceGetMinMaxClockOfPState(nvmlDevice_t device, nvml
 NVML_API nvmlReturn_t nvmlDeviceGetViolationStatus(nvmlDevice_t device, nvmlPerfPolicyType_t perfPolicyType,
                                                    nvmlViolationTime_t *violTime)
 {
-    DEVICE_OR_RETURN(device, gpu);
-    (void)gpu;
+    VALID_DEVICE_OR_RETURN(device);
     unsigned p = (unsigned)perfPolicyType;
     if (!violTime || (p > NVML_PERF_POLICY_RELIABILITY && p != NVML_PERF_POLICY_TOTAL_APP_CLOCKS &&
                       p != NVML_PERF_POLICY_TOTAL_BASE_CLOCKS))

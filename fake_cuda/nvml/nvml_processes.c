@@ -126,9 +126,5 @@ NVML_API nvmlReturn_t nvmlDeviceGetProcessesUtilizationInfo(nvmlDevice_t device,
 /* Accounting is off (it is opt-in, nvidia-smi -am 1). */
 NVML_API nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, nvmlEnableState_t *mode)
 {
-    nvmlReturn_t r = fcn_device(device, NULL);
-    if (r) return r;
-    if (!mode) return NVML_ERROR_INVALID_ARGUMENT;
-    *mode = NVML_FEATURE_DISABLED;
-    return NVML_SUCCESS;
+    return fcn_device_uint(device, (unsigned int *)mode, NVML_FEATURE_DISABLED);
 }
