@@ -303,6 +303,41 @@ def test_no_clusters_before_hopper(driver_env, tmp_path):
     assert res["answers"] == [[CUDA_ERROR_NOT_SUPPORTED, -1]] * 2
 
 
+# --------------------------------------------------------------------------------------------------
+# Private export tables for tools: cuBLASLt keys its per-context state by the current context's id
+# (TOOLS_TLS, TOOLS_CONTEXT) and plans clustered kernels with CLUSTER_PROTOTYPE; without them every
+# cublasLtMatmulAlgoGetHeuristic failed with CUBLAS_STATUS_NOT_SUPPORTED.
+
+def test_tools_tables_answer_the_current_context_its_device_and_id(driver_env):
+    res = run_check(driver_env, "tools_tables")
+    assert res["sizes"] == [3 * 8, 95 * 8, 17 * 8]  # slot 0: the table's size in bytes
+    # TOOLS_TLS [2]: as cuCtxGetCurrent (NULL and success when none is current); [1]: as cuCtxSetCurrent.
+    assert res["get_before_init"] == CUDA_ERROR_NOT_INITIALIZED
+    assert res["get_none"] == [CUDA_SUCCESS, 0]
+    assert res["get_null"] == CUDA_ERROR_INVALID_VALUE
+    assert res["get_current"] == [CUDA_SUCCESS, True]
+    assert res["set"] == CUDA_SUCCESS
+    assert res["set_seen"] == [True, CUDA_SUCCESS, True]
+    # TOOLS_CONTEXT [3]: the device ordinal; [4]: cuCtxGetId's id, different per context.
+    assert res["device"] == [[CUDA_SUCCESS, 1], [CUDA_SUCCESS, 2]]
+    assert res["id"] == [[CUDA_SUCCESS, True], [CUDA_SUCCESS, True]]
+    assert res["ids_differ"] is True
+    assert res["null_context"] == [CUDA_ERROR_INVALID_CONTEXT] * 2  # NULL is not "the current one"
+    assert res["null_out"] == [CUDA_ERROR_INVALID_VALUE] * 2
+    assert res["other_slot"] == CUDA_ERROR_NOT_SUPPORTED
+    # CLUSTER_PROTOTYPE [4]: the GPC layout is not modelled (callers fall back); [8]: clusters on sm90.
+    assert res["tpc_mapping"] == [CUDA_ERROR_NOT_SUPPORTED, 0, 0]
+    assert res["cluster_launch"] == [CUDA_SUCCESS, 1]
+    assert res["cluster_launch_bad"] == [CUDA_ERROR_INVALID_DEVICE, CUDA_ERROR_INVALID_VALUE]
+
+
+def test_cluster_prototype_reports_no_cluster_launch_before_hopper(driver_env, tmp_path):
+    plat = tmp_path / "a100.conf"
+    plat.write_text("[gpu]\nmodel = a100\nbus_id = 0000:18:00.0\n")
+    res = run_check(driver_env, "cluster_launch_unsupported", platform=plat)
+    assert res["cluster_launch"] == [CUDA_SUCCESS, 0]
+
+
 def test_unsupported_functions_are_exported_under_their_abi_symbols(driver_env):
     """cuBLASLt dlsyms cuTensorMapEncodeTiled, cuLinkCreate_v2, cuStreamBeginCapture_v2...
     and fails its initialisation when one is missing."""

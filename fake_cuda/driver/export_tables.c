@@ -180,15 +180,29 @@ static const void *const tools_runtime_callback_hooks[7] = {
 };
 
 /* ------------------------------------------------------------------------ */
-/* TOOLS_TLS: only its presence is checked.                                  */
+/* TOOLS_TLS (NVIDIA's CUetblToolsTls): the calling thread's current context, */
+/* for tools. cuBLASLt reads it to find its per-context state.              */
 
-UNKNOWN_SLOT(tools_tls, 1)
-UNKNOWN_SLOT(tools_tls, 2)
+/* [1] as cuCtxSetCurrent (which checks initialisation and the context). */
+static CUresult tools_ctx_set_current(CUcontext ctx)
+{
+    CUresult r = cuCtxSetCurrent(ctx);
+    API_RETURN(r, "\"ctx\":%llu", ctx && fc_valid_ctx(ctx) ? ctx->id : 0ull);
+}
+
+/* [2] as cuCtxGetCurrent: NULL, and success, when none is current. */
+static CUresult tools_ctx_get_current(CUcontext *pctx)
+{
+    CUresult r = fc_check_init();
+    if (r == CUDA_SUCCESS && !pctx) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) *pctx = fc_current_ctx();
+    API_RETURN(r, "\"ctx\":%llu", r == CUDA_SUCCESS && *pctx ? (*pctx)->id : 0ull);
+}
 
 static const void *const tools_tls[3] = {
     TABLE_SIZE(3),
-    (const void *)tools_tls_slot1,
-    (const void *)tools_tls_slot2,
+    (const void *)tools_ctx_set_current,
+    (const void *)tools_ctx_get_current,
 };
 
 /* ------------------------------------------------------------------------ */
@@ -315,10 +329,38 @@ static CUresult integrity_check(uint32_t runtime_version, uint64_t unix_time, ui
 }
 
 /* ------------------------------------------------------------------------ */
-/* CONTEXT_IDENTITY (CUDA 13 runtimes): the runtime only checks that the table  */
-/* exists; the real driver serves 94 slots whose meaning is not public.        */
+/* CONTEXT_IDENTITY (NVIDIA's CUetblToolsContext): context queries for tools. */
+/* The runtime only checks that the table exists; cuBLASLt keys its         */
+/* per-context state by [4]. The real driver serves 94 slots; the others    */
+/* fail cleanly.                                                            */
 
 UNKNOWN_SLOT(ctxid, 0)
+
+/* A context handed to a tools slot must be a live one; NULL is not "current". */
+static CUresult tools_ctx_check(CUcontext ctx)
+{
+    CUresult r = fc_check_init();
+    if (r == CUDA_SUCCESS && !fc_valid_ctx(ctx)) r = CUDA_ERROR_INVALID_CONTEXT;
+    return r;
+}
+
+/* [3] the ordinal of the context's device. */
+static CUresult tools_ctx_get_device(CUcontext ctx, uint32_t *device)
+{
+    CUresult r = tools_ctx_check(ctx);
+    if (r == CUDA_SUCCESS && !device) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) *device = (uint32_t)ctx->device;
+    API_RETURN(r, "\"dev\":%d", r == CUDA_SUCCESS ? (int)*device : -1);
+}
+
+/* [4] the context's unique id, as cuCtxGetId. */
+static CUresult tools_ctx_get_id(CUcontext ctx, uint64_t *id)
+{
+    CUresult r = tools_ctx_check(ctx);
+    if (r == CUDA_SUCCESS && !id) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS) *id = ctx->id;
+    API_RETURN(r, "\"id\":%llu", r == CUDA_SUCCESS ? (unsigned long long)*id : 0ull);
+}
 
 #define CTXID_ENTRIES 95
 static const void *ctxid_table[CTXID_ENTRIES];
@@ -327,6 +369,49 @@ __attribute__((constructor)) static void ctxid_fill(void)
 {
     ctxid_table[0] = TABLE_SIZE(CTXID_ENTRIES);
     for (int i = 1; i < CTXID_ENTRIES; i++) ctxid_table[i] = (const void *)ctxid_slot0;
+    ctxid_table[3] = (const void *)tools_ctx_get_device;
+    ctxid_table[4] = (const void *)tools_ctx_get_id;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CLUSTER_PROTOTYPE (NVIDIA's CUetblClusterPrototype): thread-block cluster */
+/* queries. cuBLASLt asks for it when planning clustered kernels and calls  */
+/* its slots without checking that the lookup succeeded, so it must exist. */
+
+UNKNOWN_SLOT(cluster, 0)
+
+/* [4] (uint8_t **vgpc, uint8_t **mtpc): the TPC -> GPC layout of the chip,
+ * which the GPU model does not describe. cuBLASLt treats a failure as "layout
+ * unknown" and falls back to what cuOccupancyMaxActiveClusters reports. */
+static CUresult cluster_tpc_mapping(unsigned char **vgpc, unsigned char **mtpc)
+{
+    if (vgpc) *vgpc = NULL;
+    if (mtpc) *mtpc = NULL;
+    API_RETURN(CUDA_ERROR_NOT_SUPPORTED, "");
+}
+
+/* [8] (dev, int *supported): as CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH. */
+static CUresult cluster_launch_supported(CUdevice dev, int *supported)
+{
+    CUresult r = fc_check_init();
+    if (r == CUDA_SUCCESS && !supported) r = CUDA_ERROR_INVALID_VALUE;
+    if (r == CUDA_SUCCESS && !fc_valid_device(dev)) r = CUDA_ERROR_INVALID_DEVICE;
+    if (r == CUDA_SUCCESS) {
+        bool known;
+        *supported = fc_device_attribute(dev, CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, &known);
+    }
+    API_RETURN(r, "\"dev\":%d,\"supported\":%d", (int)dev, r == CUDA_SUCCESS ? *supported : 0);
+}
+
+#define CLUSTER_ENTRIES 17
+static const void *cluster_table[CLUSTER_ENTRIES];
+
+__attribute__((constructor)) static void cluster_fill(void)
+{
+    cluster_table[0] = TABLE_SIZE(CLUSTER_ENTRIES);
+    for (int i = 1; i < CLUSTER_ENTRIES; i++) cluster_table[i] = (const void *)cluster_slot0;
+    cluster_table[4] = (const void *)cluster_tpc_mapping;
+    cluster_table[8] = (const void *)cluster_launch_supported;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -360,6 +445,9 @@ static const export_table export_tables[] = {
     {"CONTEXT_IDENTITY",
      {0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2},
      ctxid_table},
+    {"CLUSTER_PROTOTYPE",
+     {0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca},
+     cluster_table},
     /* Known but not provided; the runtimes seen start without them. */
     {"(unnamed, first requested)",
      {0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9},

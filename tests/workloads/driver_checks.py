@@ -122,6 +122,10 @@ CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, c
 CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config);
 CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra);
 CUresult cuCtxSynchronize(void);
+
+typedef struct { unsigned char bytes[16]; } CUuuid;
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId);
+CUresult cuCtxGetId(CUcontext ctx, unsigned long long *ctxId);
 """
 
 # cuda.h
@@ -714,6 +718,81 @@ def check_cluster_unsupported() -> dict:
     """A GPU without clusters (the platform's, e.g. A100) answers NOT_SUPPORTED."""
     init_ctx(0)
     return {"answers": cluster_answers(some_function(), 108, 128, 0, (2, 1, 1))}
+
+
+# ---- private export tables for tools (cuBLASLt calls them) ----
+
+TOOLS_TLS = "42d85a8123f6cb478298f6e78a3aecdc"
+TOOLS_CONTEXT = "21318c60971432488ca641ff7324c8f2"
+CLUSTER_PROTOTYPE = "1734dc26800d47458726c0f1e7dd8bca"
+
+
+def export_table(uuid_hex: str):
+    """The table's slots (slot 0: its size in bytes), or the lookup's error code."""
+    uuid = ffi.new("CUuuid *")
+    uuid.bytes = bytes.fromhex(uuid_hex)
+    table = ffi.new("const void **")
+    rc = cu.cuGetExportTable(table, uuid)
+    return ffi.cast("void **", table[0]) if rc == CUDA_SUCCESS else rc
+
+
+def slot(table, i: int, signature: str):
+    return ffi.cast(signature, table[i])
+
+
+def check_tools_tables() -> dict:
+    """TOOLS_TLS [1] set / [2] get the current context, TOOLS_CONTEXT [3] a
+    context's device / [4] its id, CLUSTER_PROTOTYPE [4] the TPC layout / [8]
+    cluster launch support, on the built-in 8-GPU H100 platform."""
+    tls, tctx, clu = export_table(TOOLS_TLS), export_table(TOOLS_CONTEXT), export_table(CLUSTER_PROTOTYPE)
+    set_cur = slot(tls, 1, "CUresult (*)(CUcontext)")
+    get_cur = slot(tls, 2, "CUresult (*)(CUcontext *)")
+    get_dev = slot(tctx, 3, "CUresult (*)(CUcontext, unsigned int *)")
+    get_id = slot(tctx, 4, "CUresult (*)(CUcontext, unsigned long long *)")
+    tpc_map = slot(clu, 4, "CUresult (*)(unsigned char **, unsigned char **)")
+    launch_ok = slot(clu, 8, "CUresult (*)(CUdevice, int *)")
+    res = {"sizes": [int(ffi.cast("uintptr_t", t[0])) for t in (tls, tctx, clu)]}
+    cur = ffi.new("CUcontext *")
+    res["get_before_init"] = get_cur(cur)
+    ck(cu.cuInit(0), "cuInit")
+    cur[0] = ffi.cast("CUcontext", 1)
+    res["get_none"] = [get_cur(cur), addr(cur[0])]
+    res["get_null"] = get_cur(ffi.NULL)
+    c1 = init_ctx(1)
+    res["get_current"] = [get_cur(cur), cur[0] == c1]
+    c2 = ffi.new("CUcontext *")
+    ck(cu.cuDevicePrimaryCtxRetain(c2, 2), "cuDevicePrimaryCtxRetain(2)")
+    res["set"] = set_cur(c2[0])
+    seen = ffi.new("CUcontext *")
+    ck(cu.cuCtxGetCurrent(seen), "cuCtxGetCurrent")
+    res["set_seen"] = [seen[0] == c2[0], get_cur(cur), cur[0] == c2[0]]
+    dev = ffi.new("unsigned int *", 99)
+    res["device"] = [[get_dev(c, dev), dev[0]] for c in (c1, c2[0])]
+    ids, public = ffi.new("unsigned long long *"), ffi.new("unsigned long long *")
+    res["id"] = []
+    for c in (c1, c2[0]):
+        rc = get_id(c, ids)
+        ck(cu.cuCtxGetId(c, public), "cuCtxGetId")
+        res["id"].append([rc, ids[0] == public[0]])
+    res["ids_differ"] = get_id(c1, ids) == 0 and get_id(c2[0], public) == 0 and ids[0] != public[0]
+    res["null_context"] = [get_dev(ffi.NULL, dev), get_id(ffi.NULL, ids)]
+    res["null_out"] = [get_dev(c1, ffi.NULL), get_id(c1, ffi.NULL)]
+    res["other_slot"] = ffi.cast("CUresult (*)(void)", tctx[1])()
+    vgpc = ffi.new("unsigned char **", ffi.cast("unsigned char *", 1))
+    mtpc = ffi.new("unsigned char **", ffi.cast("unsigned char *", 1))
+    res["tpc_mapping"] = [tpc_map(vgpc, mtpc), addr(vgpc[0]), addr(mtpc[0])]
+    flag = ffi.new("int *", -1)
+    res["cluster_launch"] = [launch_ok(0, flag), flag[0]]
+    res["cluster_launch_bad"] = [launch_ok(8, flag), launch_ok(0, ffi.NULL)]
+    return res
+
+
+def check_cluster_launch_unsupported() -> dict:
+    """CLUSTER_PROTOTYPE [8] on a GPU without clusters (the platform's, e.g. A100)."""
+    ck(cu.cuInit(0), "cuInit")
+    flag = ffi.new("int *", -1)
+    rc = slot(export_table(CLUSTER_PROTOTYPE), 8, "CUresult (*)(CUdevice, int *)")(0, flag)
+    return {"cluster_launch": [rc, flag[0]]}
 
 
 # ---- entry points: cuGetProcAddress vs dlsym (queries as JSON on stdin) ----
