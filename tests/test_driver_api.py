@@ -355,6 +355,6 @@ def test_each_process_publishes_the_gpus_it_uses(driver_env, tmp_path):
     plat = tmp_path / "p.conf"
     plat.write_text(SMALL)
     res = run_check(driver_env, "processes_published", platform=plat)
-    assert res == {"context": "0000:2a:00.0 0\n", "allocated": "0000:2a:00.0 1048576\n",
-                   "freed": "0000:2a:00.0 0\n"}
+    assert res == {"context": [["0000:2a:00.0", "0"]], "allocated": [["0000:2a:00.0", "1048576"]],
+                   "freed": [["0000:2a:00.0", "0"]]}
     assert list((tmp_path / "processes").iterdir()) == []

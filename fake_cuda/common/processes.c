@@ -3,6 +3,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ static int directory(char *out, size_t len)
 
 static char published[PATH_MAX]; /* the file written, and by whom: a forked */
 static pid_t published_by;         /* child must not remove its parent's */
+static int published_fd = -1;
 
 /* At exit, or when the library is unloaded first. */
 __attribute__((destructor)) static void unpublish(void)
@@ -31,34 +33,37 @@ __attribute__((destructor)) static void unpublish(void)
     if (published[0] && published_by == getpid()) unlink(published);
 }
 
+/* This process's file, opened once (again in a forked child); -1 when it cannot be. */
+static int own_file(void)
+{
+    pid_t pid = getpid();
+    if (published_fd >= 0 && published_by == pid) return published_fd;
+    if (published_fd >= 0) close(published_fd);  /* the parent's, inherited by a fork */
+    published_fd = -1;
+    char dir[PATH_MAX - 32];
+    if (directory(dir, sizeof dir) || (mkdir(dir, 0777) && errno != EEXIST)) return -1;
+    snprintf(published, sizeof published, "%s/%d", dir, (int)pid);
+    published_fd = open(published, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    published_by = pid;
+    return published_fd;
+}
+
+/* One pwrite of fixed-width lines, so the file never shrinks and a reader sees
+ * whole lines (at worst a count from just before): cheap enough to follow
+ * every allocation (a rename per change cost ranks a third of their time). */
 void fc_processes_publish(const fc_platform *p, const int *in_use, const size_t *bytes)
 {
-    char dir[PATH_MAX - 32], tmp[PATH_MAX];
-    if (!p || directory(dir, sizeof dir)) return;
-    if (mkdir(dir, 0777) && errno != EEXIST) return;
-    pid_t pid = getpid();
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s/.%d.tmp", dir, (int)pid) >= sizeof tmp) return;
-    FILE *f = fopen(tmp, "w");
-    if (!f) return;
+    int fd = p ? own_file() : -1;
+    if (fd < 0) return;
+    char text[FC_MAX_GPUS * 48];
+    size_t len = 0;
     for (int d = 0; d < p->ngpus; d++) {
         if (!in_use[d]) continue;
         char bus[32];
         fc_pci_format(&p->gpu[d].pci, bus, sizeof bus);
-        fprintf(f, "%s %zu\n", bus, bytes[d]);
+        len += (size_t)snprintf(text + len, sizeof text - len, "%-16s %20zu\n", bus, bytes[d]);
     }
-    char path[PATH_MAX];
-    if ((size_t)snprintf(path, sizeof path, "%s/%d", dir, (int)pid) >= sizeof path) {
-        fclose(f);
-        unlink(tmp);
-        return;
-    }
-    /* Renamed into place: a reader sees the old lines or the new, never half. */
-    if (fclose(f) || rename(tmp, path)) {
-        unlink(tmp);
-        return;
-    }
-    snprintf(published, sizeof published, "%s", path);
-    published_by = pid;
+    if (pwrite(fd, text, len, 0) < 0) return;  /* a monitor's view: nothing to report to the program */
 }
 
 static int alive(pid_t pid) { return kill(pid, 0) == 0 || errno == EPERM; }

@@ -870,12 +870,14 @@ def check_processes_published() -> dict:
     after 1 MiB there, after freeing it."""
     own = os.path.join(os.path.dirname(os.environ["NCCLSIM_PLATFORM"]), "processes", str(os.getpid()))
     seen = {}
+    def lines() -> list[list[str]]:
+        return [line.split() for line in open(own).read().splitlines()]
     init_ctx(1)
-    seen["context"] = open(own).read()
+    seen["context"] = lines()
     p = mem_alloc(1 << 20)
-    seen["allocated"] = open(own).read()
+    seen["allocated"] = lines()
     ck(cu.cuMemFree_v2(p), "cuMemFree")
-    seen["freed"] = open(own).read()
+    seen["freed"] = lines()
     return seen
 
 
