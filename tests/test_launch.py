@@ -270,7 +270,7 @@ def test_a_stalled_collective_says_what_it_waits_for(run_cli, leftovers, tmp_pat
     """Rank 1 never joins rank 0's AllReduce: rank 0's emulated kernel reports
     what it waits for, and --timeout stops both and names them."""
     run = tmp_path / "run"
-    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "20", "--",
+    proc = run_cli("launch", "--run-dir", str(run), "--hosts", "2", "--gpus", "1", "--timeout", "12", "--",
                    sys.executable, str(Path(__file__).parent / "workloads" / "allreduce_one_side.py"),
                    env={"NCCLSIM_STALL_SECONDS": "2", "NCCL_RUNTIME_CONNECT": "0"}, timeout=120)
     assert proc.returncode == 124, proc.stderr[-3000:]

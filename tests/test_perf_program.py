@@ -131,8 +131,8 @@ def test_one_host_allreduce_is_right(run_cli, tmp_path: Path, nccl_perf: Path) -
 def test_two_hosts_allreduce_to_128m(run_cli, tmp_path: Path, nccl_perf: Path) -> None:
     # 16 ranks x 2 buffers x 128 MiB of simulated device memory (host memory):
     # the run peaks at about 7.3 GB of PSS in all.
-    p = _perf(run_cli, tmp_path, nccl_perf, 2, 8, "-b", "8", "-e", "128M", "-f", "4", "-c", "1", timeout=1200)
-    sizes = _sweep(8, 128 * MiB, 4)
+    p = _perf(run_cli, tmp_path, nccl_perf, 2, 8, "-b", "8", "-e", "128M", "-f", "8", "-c", "1", timeout=1200)
+    sizes = _sweep(8, 128 * MiB, 8)
     _check_correct(p, sizes)
     _check_placement(p.out, 2, 8)
     assert all(r.count == r.size // 4 for r in p.rows)

@@ -2,7 +2,7 @@
 PyPI (and gpustat, nvitop) installed once into a cached environment beside
 ncclsim's NCCL cache; the ranks run that environment's Python, on its NCCL.
 
-Results are checked on the CPU (tests/workloads/torch_collectives.py); a
+Results are checked on the CPU (tests/workloads/torch_job.py); a
 model's own kernels do not compute, its collectives do."""
 
 from __future__ import annotations
@@ -56,35 +56,38 @@ def _sizes(report: dict, collective: str) -> set[int]:
     return {t["bytes"] for t in report["tuning"] if t["collective"] == collective}
 
 
-def test_collectives_exact_per_gpu_and_under_torchrun(run_cli, torch_env: Path, tmp_path: Path) -> None:
-    """Every collective of torch.distributed checked, one process per GPU (env://) and with
-    torchrun once per simulated host; on torch's own NCCL (its wheel's cu13 build)."""
-    script = str(WORKLOADS / "torch_collectives.py")
-    per_gpu = _launch(run_cli, tmp_path / "per-gpu", "--hosts", "2", "--gpus", "2", "--",
-                      str(torch_env / "python"), script)
-    torchrun = _launch(run_cli, tmp_path / "torchrun", "--hosts", "2", "--gpus", "2", "--gpus-per-process", "2",
-                       "--", str(torch_env / "torchrun"), script)
-    for name, report in (("per-gpu", per_gpu), ("torchrun", torchrun)):
-        assert (report["nranks"], report["nnodes"]) == (4, 2)
-        assert {r["nccl_version"].split("+")[1][:6] for r in report["ranks"]} == {"cuda13"}, report["ranks"]
-        out = "".join((tmp_path / name / "ranks" / str(r) / "stdout").read_text()
-                      for r in range(4 if name == "per-gpu" else 2))
-        assert sorted(re.findall(r"rank (\d)/4: every collective checked", out)) == ["0", "1", "2", "3"], out
+def _stdout(run: Path, processes: int) -> str:
+    return "".join((run / "ranks" / str(r) / "stdout").read_text() for r in range(processes))
 
 
-def test_ddp_and_fsdp_train(run_cli, torch_env: Path, tmp_path: Path) -> None:
-    """A small transformer LM, 3 steps: DDP's gradient buckets are AllReduces; FSDP gathers
-    parameters (AllGather) and scatters gradients (ReduceScatter); every process exits 0."""
-    script = str(WORKLOADS / "torch_train.py")
-    ddp = _launch(run_cli, tmp_path / "ddp", "--hosts", "2", "--gpus", "2", "--",
-                  str(torch_env / "python"), script)
-    fsdp = _launch(run_cli, tmp_path / "fsdp", "--hosts", "2", "--gpus", "2", "--",
-                   str(torch_env / "python"), script, "--fsdp")
-    assert any(size > 1 << 20 for size in _sizes(ddp, "AllReduce")), ddp["tuning"]
-    assert _sizes(fsdp, "AllGather") and _sizes(fsdp, "ReduceScatter"), fsdp["tuning"]
-    for run in ("ddp", "fsdp"):
-        for r in range(4):
-            assert "step 2 done" in (tmp_path / run / "ranks" / str(r) / "stdout").read_text()
+def _checked(out: str) -> list[str]:
+    return sorted(re.findall(r"rank (\d)/4: every collective checked", out))
+
+
+def test_collectives_exact_then_ddp_and_fsdp(run_cli, torch_env: Path, tmp_path: Path) -> None:
+    """One process per GPU (env://), on torch's own NCCL (its wheel's cu13 build): every
+    collective of torch.distributed checked; then a small transformer LM trained 3 steps with
+    DDP (its gradient buckets: AllReduce) and FSDP (parameters gathered: AllGather; gradients
+    scattered: ReduceScatter); every process exits 0."""
+    run = tmp_path / "job"
+    report = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--",
+                     str(torch_env / "python"), str(WORKLOADS / "torch_job.py"), "--train", "ddp,fsdp")
+    assert (report["nranks"], report["nnodes"]) == (4, 2)
+    assert {r["nccl_version"].split("+")[1][:6] for r in report["ranks"]} == {"cuda13"}, report["ranks"]
+    out = _stdout(run, 4)
+    assert _checked(out) == ["0", "1", "2", "3"], out
+    assert all(f"rank {r}: {kind} step 2 done" in out for r in range(4) for kind in ("ddp", "fsdp")), out
+    assert any(size > 1 << 20 for size in _sizes(report, "AllReduce")), report["tuning"]
+    assert len(_sizes(report, "AllGather")) > 1 and len(_sizes(report, "ReduceScatter")) > 1, report["tuning"]
+
+
+def test_collectives_exact_under_torchrun_per_host(run_cli, torch_env: Path, tmp_path: Path) -> None:
+    """torchrun once per simulated host (PET_* from launch), two workers each."""
+    run = tmp_path / "torchrun"
+    report = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--gpus-per-process", "2", "--",
+                     str(torch_env / "torchrun"), str(WORKLOADS / "torch_job.py"))
+    assert (report["nranks"], report["nnodes"]) == (4, 2)
+    assert _checked(_stdout(run, 2)) == ["0", "1", "2", "3"]
 
 
 def test_gpu_monitors_see_the_ranks(ncclsim_exe: Path, clean_env: dict[str, str], torch_env: Path,
