@@ -40,6 +40,15 @@ def default_python() -> Optional[Path]:
     return found[-1] if found else None
 
 
+def is_rank(pid: int) -> bool:
+    """A torch process running the workload (not rank.sh, whose arguments name it too)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return len(argv) > 1 and argv[1] == str(WORKLOAD).encode()
+
+
 def available_mb() -> float:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
@@ -75,11 +84,10 @@ def run_once(python: Path, hosts: int, gpus: int, fsdp: bool, run_dir: Path) -> 
         p = subprocess.Popen(cmd, cwd=run_dir.parent, stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL)
         while p.poll() is None:
-            scan_run(members, not_ours, p.pid, lambda env: marker in env,
-                     lambda pid: WORKLOAD.name.encode() in Path(f"/proc/{pid}/cmdline").read_bytes())
+            scan_run(members, not_ours, p.pid, lambda env: marker in env, is_rank)
             total = 0
-            for pid, is_rank in list(members.items()):
-                r = rollup(pid) if is_rank else None
+            for pid, ranked in list(members.items()):
+                r = rollup(pid) if ranked else None
                 if r:
                     peaks[pid] = max(peaks.get(pid, 0), r[0])
                     total += r[0]
