@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import Optional
 
 from ncclsim.launch.machines import Placement
 
@@ -32,11 +31,10 @@ class Rendezvous:
     master_port: int
 
     @classmethod
-    def of(cls, placement: Placement, hosts: int, gpus_per_process: int,
-           port: Optional[int] = None) -> "Rendezvous":
+    def of(cls, placement: Placement, hosts: int, gpus_per_process: int) -> "Rendezvous":
         """Rank 0 runs on the first machine: this one, or the hostfile's first."""
         addr = placement.machines[0] if placement.spread else LOCAL_ADDR
-        return cls(hosts, placement.processes_per_host, gpus_per_process, addr, port or free_port())
+        return cls(hosts, placement.processes_per_host, gpus_per_process, addr, free_port())
 
     def shell(self) -> str:
         """The export lines of rank.sh."""

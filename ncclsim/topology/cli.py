@@ -18,8 +18,6 @@ import argparse
 from pathlib import Path
 from typing import Any, Optional, Sequence, TextIO
 
-from lxml import etree
-
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command, emit_json
 from ncclsim.cluster.build import build_cluster

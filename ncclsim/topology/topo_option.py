@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 class TopoOptionError(NcclsimError):
     """--topo cannot be used as given; names the option."""
 
+
 TOPO_HELP = ("every host is the machine of this NCCL topology file (NCCL_TOPO_DUMP_FILE, a "
              "hand-written NCCL_TOPO_FILE) or `nvidia-smi topo -m` output, imported as `ncclsim "
              "topo import` does")
