@@ -365,10 +365,16 @@ static CUresult tools_ctx_get_id(CUcontext ctx, uint64_t *id)
 #define CTXID_ENTRIES 95
 static const void *ctxid_table[CTXID_ENTRIES];
 
+/* A table whose slots answer `unknown` but for those set after: its size first. */
+static void fill_table(const void **table, int entries, const void *unknown)
+{
+    table[0] = TABLE_SIZE(entries);
+    for (int i = 1; i < entries; i++) table[i] = unknown;
+}
+
 __attribute__((constructor)) static void ctxid_fill(void)
 {
-    ctxid_table[0] = TABLE_SIZE(CTXID_ENTRIES);
-    for (int i = 1; i < CTXID_ENTRIES; i++) ctxid_table[i] = (const void *)ctxid_slot0;
+    fill_table(ctxid_table, CTXID_ENTRIES, (const void *)ctxid_slot0);
     ctxid_table[3] = (const void *)tools_ctx_get_device;
     ctxid_table[4] = (const void *)tools_ctx_get_id;
 }
@@ -408,8 +414,7 @@ static const void *cluster_table[CLUSTER_ENTRIES];
 
 __attribute__((constructor)) static void cluster_fill(void)
 {
-    cluster_table[0] = TABLE_SIZE(CLUSTER_ENTRIES);
-    for (int i = 1; i < CLUSTER_ENTRIES; i++) cluster_table[i] = (const void *)cluster_slot0;
+    fill_table(cluster_table, CLUSTER_ENTRIES, (const void *)cluster_slot0);
     cluster_table[4] = (const void *)cluster_tpc_mapping;
     cluster_table[8] = (const void *)cluster_launch_supported;
 }
