@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "emulation.h"
+#include "idle.h"
 #include "int_math.h"
 #include "step_time.h"
 
@@ -21,7 +22,12 @@
 #define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-void fc_prims_post(volatile uint64_t *counter, uint64_t value) { __atomic_store_n(counter, value, __ATOMIC_RELEASE); }
+/* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian). */
+void fc_prims_post(volatile uint64_t *counter, uint64_t value)
+{
+    __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+    fc_wake_word(counter);
+}
 
 /* ---- multicast (NVLS) ---- */
 
@@ -30,15 +36,20 @@ static inline volatile uint64_t *copy_of(volatile uint64_t *x, const fc_mc_view 
     return (volatile uint64_t *)((intptr_t)x + v->delta[i]);
 }
 
-/* A credit: multimem.ld_reduce.acquire.min over the team when multicast. */
-static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr)
+/* A credit: multimem.ld_reduce.acquire.min over the team when multicast;
+ * *at: the copy that holds it (the one to wait on). */
+static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr, volatile uint64_t **at)
 {
     const fc_mc_view *v = c->mc_credits;
+    *at = ptr;
     if (!v) return load_acq(ptr);
     uint64_t m = UINT64_MAX;
     for (int i = 0; i < v->n; i++) {
         uint64_t x = load_acq(copy_of(ptr, v, i));
-        if (x < m) m = x;
+        if (x < m) {
+            m = x;
+            *at = copy_of(ptr, v, i);
+        }
     }
     return m;
 }
@@ -243,12 +254,13 @@ static void describe(fc_prims *p, const char *what, bool send, int peer, uint64_
 static bool wait_counter(fc_prims *p, const fc_conn *c, volatile uint64_t *ptr, uint64_t ahead, uint64_t want,
                          const char *what, bool send)
 {
-    uint64_t v = load_credit(c, ptr);
+    volatile uint64_t *at;
+    uint64_t v = load_credit(c, ptr, &at);
     if (v + ahead >= want) return true;
     describe(p, what, send, c->peer, want, send ? "head" : "tail", v);
-    while ((v = load_credit(c, ptr)) + ahead < want) {
+    while ((v = load_credit(c, ptr, &at)) + ahead < want) {
         if (aborted(p)) return false;
-        fc_task_block(p->t, p->waiting);
+        fc_task_wait_word(p->t, at, (uint32_t)v, c->fifo != NULL, p->waiting); /* a FIFO: NCCL's proxy posts */
     }
     return true;
 }
@@ -488,6 +500,9 @@ static void ll_store(ll_line *l, uint64_t v, uint32_t flag)
     __atomic_store_n(&l->flag2, flag, __ATOMIC_RELEASE);
 }
 
+/* Writers fill a step's lines in order and wake the last one's flag2 (a
+ * step's sender, the net plugin receiving it): a waiter sleeps on that flag
+ * until it is set, then on the line still missing. */
 static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nlines, uint32_t flag)
 {
     for (size_t j = 0; j < nlines; j++) {
@@ -495,7 +510,10 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
         describe(p, "waiting for LL lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
         while (!ll_ready(&lines[j], flag)) {
             if (aborted(p)) return false;
-            fc_task_block(p->t, p->waiting);
+            const volatile uint32_t *w = &lines[ll_ready(&lines[nlines - 1], flag) ? j : nlines - 1].flag2;
+            uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+            if (seen != flag) fc_task_wait_word(p->t, w, seen, false, p->waiting);
+            else fc_task_block(p->t, p->waiting); /* its flag1 is late */
         }
     }
     return true;
@@ -552,6 +570,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
             for (size_t j = 0; j < nlines; j++) ll_store(&lines[j], result[j], flag);
             if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
                 for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
+            fc_wake_word(nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
@@ -569,15 +588,26 @@ static volatile uint64_t *ll128_slot(const fc_prims *p, const fc_conn *c, uint64
     return (volatile uint64_t *)c->buff + (step % (uint64_t)p->e->L->NCCL_STEPS) * stepWords;
 }
 
+/* The flag word of an LL128 line (its waiters sleep on the low half). */
+static volatile uint64_t *ll128_flag(volatile uint64_t *words, size_t line)
+{
+    return &words[line * LL128_LINE_WORDS + LL128_LINE_WORDS - 1];
+}
+
+/* As ll_wait_lines: writers wake the last line's flag. */
 static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_t nlines, uint64_t flag)
 {
     for (size_t j = 0; j < nlines; j++) {
-        volatile uint64_t *f = &words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1];
+        volatile uint64_t *f = ll128_flag(words, j);
         if (load_acq(f) == flag) continue;
         describe(p, "waiting for LL128 lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
-        while (load_acq(f) != flag) {
+        uint64_t v;
+        while ((v = load_acq(f)) != flag) {
             if (aborted(p)) return false;
-            fc_task_block(p->t, p->waiting);
+            volatile uint64_t *last = ll128_flag(words, nlines - 1);
+            uint64_t lv = load_acq(last);
+            if (lv != flag) fc_task_wait_word(p->t, last, (uint32_t)lv, false, p->waiting);
+            else fc_task_wait_word(p->t, f, (uint32_t)v, false, p->waiting);
         }
     }
     return true;
@@ -633,8 +663,9 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
                 if (data)
                     memcpy((void *)(words + j * LL128_LINE_WORDS), result + j * (LL128_LINE_WORDS - 1),
                            (LL128_LINE_WORDS - 1) * 8);
-                fc_prims_post(&words[j * LL128_LINE_WORDS + LL128_LINE_WORDS - 1], flag);
+                __atomic_store_n(ll128_flag(words, j), flag, __ATOMIC_RELEASE);
             }
+            fc_wake_word(ll128_flag(words, nlines ? nlines - 1 : 0));
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */

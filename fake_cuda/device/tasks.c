@@ -1,22 +1,30 @@
 /* Cooperative tasks on ucontext (see tasks.h). */
 #include "tasks.h"
 
+#include <errno.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <ucontext.h>
+#include <unistd.h>
 
+#include "idle.h"
 #include "log.h"
 
 /* Flows run NCCL's algorithm loops, a few frames deep, plus libc calls. */
 #define STACK_BYTES (128u << 10)
-/* Passes without progress before the scheduler sleeps, and the sleeps. */
-#define SPIN_PASSES 64
+/* Passes without progress before the scheduler sleeps, when a flow waits for
+ * something nobody wakes (a word NCCL's proxy writes right after the plugin's
+ * announcement woke us), and the sleeps: a timeout bounds a wake nobody
+ * sends (the abort flag, a word NCCL's host code writes). */
+#define SPIN_PASSES 16
 #define SLEEP_MIN_NS 20000L
-#define SLEEP_MAX_NS 500000L
+#define SLEEP_MAX_NS 2000000L
 /* No progress for this long: say once what every flow waits for
  * (NCCLSIM_STALL_SECONDS, default 30; 0: never). */
 #define STALL_REPORT_DEFAULT_S 30
@@ -31,6 +39,9 @@ struct fc_task {
     uint64_t now;  /* the flow's modelled time (see tasks.h) */
     bool done;
     const char *waiting; /* what it blocked on last */
+    const volatile uint32_t *word; /* while set: runs again once *word != seen */
+    uint32_t seen;
+    bool polled; /* blocked without a word, or on one nobody wakes (NCCL's proxy writes it) */
     void *stack;
     void *scratch;
     size_t scratch_size;
@@ -95,13 +106,54 @@ static void trampoline(unsigned hi, unsigned lo)
     /* uc_link returns to the scheduler */
 }
 
+/* Stacks of finished flows, kept by the thread that ran them for its next
+ * launches: a fresh stack is an mmap (above glibc's mmap threshold), page
+ * faults to fill it and an munmap with its TLB shootdown, per flow and launch. */
+#define KEPT_STACKS 64
+typedef struct {
+    void *stack[KEPT_STACKS];
+    int n;
+} kept_stacks;
+static pthread_key_t kept_key;
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+
+static void kept_free(void *arg) /* at the thread's exit */
+{
+    kept_stacks *k = arg;
+    while (k->n) free(k->stack[--k->n]);
+    free(k);
+}
+
+static void kept_init(void) { pthread_key_create(&kept_key, kept_free); }
+
+static kept_stacks *kept(void)
+{
+    pthread_once(&kept_once, kept_init);
+    kept_stacks *k = pthread_getspecific(kept_key);
+    if (!k && (k = calloc(1, sizeof *k))) pthread_setspecific(kept_key, k);
+    return k;
+}
+
+static void *stack_get(void)
+{
+    kept_stacks *k = kept();
+    return k && k->n ? k->stack[--k->n] : malloc(STACK_BYTES);
+}
+
+static void stack_put(void *stack)
+{
+    kept_stacks *k = kept();
+    if (stack && k && k->n < KEPT_STACKS) k->stack[k->n++] = stack;
+    else free(stack);
+}
+
 bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
 {
     fc_task *t = calloc(1, sizeof *t);
     if (!t) return false;
-    t->stack = malloc(STACK_BYTES);
+    t->stack = stack_get();
     if (!t->stack || getcontext(&t->ctx) != 0) {
-        free(t->stack);
+        stack_put(t->stack);
         free(t);
         return false;
     }
@@ -126,14 +178,29 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
 void fc_task_block(fc_task *t, const char *what)
 {
     t->waiting = what;
+    t->polled = true;
     swapcontext(&t->ctx, &t->sched->main);
+}
+
+void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what)
+{
+    t->word = word;
+    t->seen = seen;
+    t->polled = proxy;
+    t->waiting = what;
+    swapcontext(&t->ctx, &t->sched->main);
+    t->word = NULL;
 }
 
 void fc_task_progress(fc_task *t) { t->sched->progress++; }
 
 void fc_task_join(fc_task *t)
 {
-    FC_WAIT_UNTIL(t, t->children == 0, "its parts to finish");
+    while (t->children) { /* its parts run in this scheduler: their progress ends the wait */
+        t->waiting = "its parts to finish";
+        t->polled = false;
+        swapcontext(&t->ctx, &t->sched->main);
+    }
 }
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
@@ -158,7 +225,7 @@ void *fc_task_scratch(fc_task *t, size_t n)
 static void task_free(fc_task *t)
 {
     free(t->scratch);
-    free(t->stack);
+    stack_put(t->stack);
     free(t);
 }
 
@@ -173,6 +240,44 @@ static void report_stall(fc_sched *s)
         fc_log_fatal_config("  %s", t->waiting ? t->waiting : "(running)");
 }
 
+/* Still waiting for its word: not worth a switch into the flow. */
+static bool unchanged(const fc_task *t)
+{
+    return t->word && __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->seen;
+}
+
+/* Sleep until a flow's word changes, the net plugin completes a request
+ * (idle.h) or `ns` pass; true when something changed. */
+static bool sleep_for_words(fc_sched *s, long ns)
+{
+    struct futex_waitv w[FUTEX_WAITV_MAX];
+    unsigned n = 0;
+    if (ncclsim_gpu_nudges) {
+        volatile uint32_t *g = ncclsim_gpu_nudges();
+        w[n++] = (struct futex_waitv){.val = __atomic_load_n(g, __ATOMIC_ACQUIRE), .uaddr = (uintptr_t)g,
+                                      .flags = FUTEX_32};
+    }
+    for (fc_task *t = s->tasks; t; t = t->next) {
+        if (!t->word) continue;
+        if (n == FUTEX_WAITV_MAX) { /* too many to watch: poll */
+            n = 0;
+            break;
+        }
+        w[n++] = (struct futex_waitv){.val = t->seen, .uaddr = (uintptr_t)t->word, .flags = FUTEX_32};
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ns;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    if (n && syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) >= 0) return true;
+    if (n && errno != ENOSYS) return errno != ETIMEDOUT; /* EAGAIN: a word had changed already */
+    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    return false;
+}
+
 bool fc_sched_run(fc_sched *s)
 {
     unsigned idle = 0;
@@ -182,7 +287,7 @@ bool fc_sched_run(fc_sched *s)
         uint64_t before = s->progress;
         for (fc_task **at = &s->tasks; *at;) {
             fc_task *t = *at;
-            swapcontext(&s->main, &t->ctx);
+            if (!unchanged(t)) swapcontext(&s->main, &t->ctx);
             if (t->done) {
                 *at = t->next;
                 task_free(t);
@@ -196,13 +301,15 @@ bool fc_sched_run(fc_sched *s)
             continue;
         }
         if (s->stop && s->stop(s->stop_arg)) return true;
-        if (++idle <= SPIN_PASSES) {
+        bool polled = false;
+        for (fc_task *t = s->tasks; t && !polled; t = t->next) polled = t->polled;
+        if (++idle <= SPIN_PASSES && polled) {
             sched_yield();
             continue;
         }
-        long ns = SLEEP_MIN_NS << (idle - SPIN_PASSES < 5 ? idle - SPIN_PASSES : 5);
-        struct timespec ts = {0, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS};
-        nanosleep(&ts, NULL);
+        unsigned doublings = idle - SPIN_PASSES < 7 ? idle - SPIN_PASSES : 7;
+        long ns = SLEEP_MIN_NS << doublings;
+        if (sleep_for_words(s, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS)) idle = 0; /* poll again a while */
         uint64_t now = now_ns();
         if (!idle_since) idle_since = now;
         if (!reported && s->stall_ns && now - idle_since > s->stall_ns) {

@@ -5,8 +5,11 @@
  * code that waits on memory other processes write. Running each flow as an OS
  * thread would put hundreds of busy pollers on two cores; here they are
  * ucontext coroutines of one scheduler: a flow that must wait calls
- * fc_task_block(), and the scheduler runs the others. When a whole pass over
- * the flows made no progress, the scheduler backs off (yield, then sleep). */
+ * fc_task_block() or fc_task_wait_word(), and the scheduler runs the others.
+ * When a whole pass over the flows made no progress, the scheduler polls a
+ * few passes more (yielding), then sleeps until a word a flow waits for
+ * changes (futex), the net plugin completes a request, or a timeout passes
+ * (idle.h). */
 #ifndef NCCLSIM_DEVICE_TASKS_H
 #define NCCLSIM_DEVICE_TASKS_H
 
@@ -34,6 +37,12 @@ void fc_sched_free(fc_sched *s);
 /* Inside a flow: give the turn back; the flow is resumed at a later pass.
  * `what` describes what it waits for (for the stall report) and may be NULL. */
 void fc_task_block(fc_task *t, const char *what);
+/* Inside a flow: give the turn back until the 32-bit word at `word` no
+ * longer holds `seen` (then, or after a timeout, the flow runs again and
+ * checks what it waits for). ncclsim's writers of such words wake sleepers
+ * (fc_wake_word, idle.h); `proxy`: NCCL's proxy writes it, which wakes
+ * nobody, so after the net plugin's announcements the scheduler polls. */
+void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what);
 /* Inside a flow: the flow moved data or a counter (the pass made progress). */
 void fc_task_progress(fc_task *t);
 /* Inside a flow: wait until every flow spawned with it as parent returned. */

@@ -25,11 +25,25 @@ static void run_op(struct CUstream_st *s, fc_op_fn fn, void *arg, uint64_t submi
 }
 
 /* After an operation: its stream's progress, and one op less in flight. */
-static void op_done(struct CUstream_st *s)
+struct stream_ext { /* state private to this file */
+    struct CUstream_st s;
+    bool busy;      /* an operation is running (worker or inline) */
+    bool destroyed; /* handle released: the worker exits once drained */
+    /* Synchronising threads wait until `completed` reaches wake_at (the least
+     * of their targets; UINT64_MAX: none waits): a stream of many small
+     * operations wakes them once, not per operation. */
+    int syncing;
+    uint64_t wake_at;
+};
+
+static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
+
+/* `inline_op`: the caller ran it, and the worker may wait for it to end. */
+static void op_done(struct CUstream_st *s, bool inline_op)
 {
     s->completed++;
     fc_time_gpu_work(-1);
-    pthread_cond_broadcast(&s->cond);
+    if (inline_op || s->completed >= ext(s)->wake_at) pthread_cond_broadcast(&s->cond);
 }
 
 /* Every stream ever created, for context-wide synchronisation. Stream
@@ -39,18 +53,11 @@ static pthread_mutex_t all_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct CUstream_st **all;
 static size_t all_n, all_cap;
 
-struct stream_ext { /* state private to this file */
-    struct CUstream_st s;
-    bool busy;      /* an operation is running (worker or inline) */
-    bool destroyed; /* handle released: the worker exits once drained */
-};
-
-static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
-
 struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority)
 {
     struct stream_ext *e = calloc(1, sizeof *e);
     if (!e) return NULL;
+    e->wake_at = UINT64_MAX;
     struct CUstream_st *s = &e->s;
     s->magic = FC_STREAM_MAGIC;
     s->ctx = ctx;
@@ -80,6 +87,7 @@ static void *worker_main(void *arg)
 {
     struct CUstream_st *s = arg;
     struct stream_ext *e = ext(s);
+    pthread_setname_np(pthread_self(), "ncclsim stream"); /* in top, perf, gdb */
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while ((!s->head || e->busy) && !(e->destroyed && !s->head))
@@ -94,7 +102,7 @@ static void *worker_main(void *arg)
         free(op);
         pthread_mutex_lock(&s->lock);
         e->busy = false;
-        op_done(s);
+        op_done(s, false);
     }
     s->worker_running = false;
     pthread_mutex_unlock(&s->lock);
@@ -117,7 +125,7 @@ bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size
         run_op(s, fn, (void *)arg, submit);
         pthread_mutex_lock(&s->lock);
         e->busy = false;
-        op_done(s);
+        op_done(s, true);
         pthread_mutex_unlock(&s->lock);
         return true;
     }
@@ -154,9 +162,15 @@ bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size
 
 void fc_stream_wait_idle(struct CUstream_st *s)
 {
+    struct stream_ext *e = ext(s);
     pthread_mutex_lock(&s->lock);
     uint64_t target = s->enqueued;
-    while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+    if (s->completed < target) {
+        e->syncing++;
+        if (target < e->wake_at) e->wake_at = target;
+        while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+        if (--e->syncing == 0) e->wake_at = UINT64_MAX;
+    }
     uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
     fc_time_host_reach(done); /* the host waited until then */

@@ -64,6 +64,7 @@ typedef struct fcn_comm {
     size_t packed_cap;
     int rx_state;
     uint64_t nmsgs;  /* messages completed, for logs */
+    short watched;   /* poll events a sleeping proxy waits for on fd (idle.h) */
 } fcn_comm;
 
 #define FCN_COMM_MAGIC 0x6e73636du

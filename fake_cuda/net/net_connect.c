@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "idle.h"
 #include "net_comm.h"
 #include "net_core.h"
 
@@ -111,6 +112,7 @@ static fcn_comm *comm_new(int kind, int fd, int dev)
 static void comm_free(fcn_comm *c)
 {
     free(c->packed);
+    if (c->watched) fc_watch_fd(c->fd, 0);
     if (c->fd >= 0) close(c->fd);
     pthread_mutex_destroy(&c->lock);
     c->magic = 0;

@@ -12,11 +12,13 @@
  * A message no posted receive matches stays in the socket until one is
  * posted, which is TCP's own back-pressure. */
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "idle.h"
 #include "log.h"
 #include "net_comm.h"
 #include "net_core.h"
@@ -103,6 +105,20 @@ static void complete(fcn_comm *c, int pos, size_t nbytes)
     c->nmsgs++;
 }
 
+/* A message landed in `data`: a GPU reading it as LL or LL128 lines waits on
+ * the flag of its last line (prims.c), the last 32 bits of an LL line, the
+ * last 64 of an LL128 line; one waiting for the step's tail is woken by the
+ * announcement (NCCL's proxy writes the tail next). */
+static void wake_readers(char *data, size_t size)
+{
+    uintptr_t end = (uintptr_t)data + size;
+    if (size >= 8 && end % 8 == 0) {
+        fc_futex_wake((void *)(end - 4));
+        fc_futex_wake((void *)(end - 8));
+    }
+    fc_nudge_gpus();
+}
+
 static ncclResult_t progress_send(fcn_comm *c)
 {
     while (c->nqueued > 0) {
@@ -137,6 +153,7 @@ static ncclResult_t progress_send(fcn_comm *c)
         }
         fcn_time_sent(r->data, r->sent);
         complete(c, 0, r->size);
+        fc_nudge_gpus(); /* NCCL's proxy returns the credit: a GPU may wait for it */
     }
     return ncclSuccess;
 }
@@ -203,6 +220,7 @@ static ncclResult_t progress_recv(fcn_comm *c)
         fcn_time_received(r->data, c->frame.arrive);
         r->arrive = c->frame.arrive;
         complete(c, 0, c->frame.size);
+        wake_readers(r->data, c->frame.size);
         c->rx_state = FCN_RX_HEADER;
     }
     return ncclSuccess;
@@ -211,7 +229,14 @@ static ncclResult_t progress_recv(fcn_comm *c)
 static ncclResult_t progress(fcn_comm *c)
 {
     if (c->error != ncclSuccess) return c->error;
-    return c->kind == FCN_SEND_COMM ? progress_send(c) : progress_recv(c);
+    ncclResult_t rc = c->kind == FCN_SEND_COMM ? progress_send(c) : progress_recv(c);
+    /* What a sleeping proxy must wake for: room to send, data to receive. */
+    short want = rc != ncclSuccess || !c->nqueued ? 0 : c->kind == FCN_SEND_COMM ? POLLOUT : POLLIN;
+    if (want != c->watched) {
+        fc_watch_fd(c->fd, want);
+        c->watched = want;
+    }
+    return rc;
 }
 
 /* A free request slot, or NULL when all are in use ("try again"). */

@@ -9,7 +9,7 @@ from typing import Mapping, Optional
 from ncclsim.launch.cleanup import LAUNCH_PID, RUN_DIR, RUN_ID
 from ncclsim.rundir import RunDir
 from ncclsim.paths import cudart_lib_dir, lib_dir, mpi_lib_dir
-from ncclsim.platform.env import UNSET_VARIABLES, memory_settings, prepend_paths, with_host_preload
+from ncclsim.platform.env import UNSET_VARIABLES, default_settings, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
 
@@ -58,7 +58,7 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
     if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
-    env.update(memory_settings(base))
+    env.update(default_settings(base))
     if (sim / NET_PLUGIN).exists():
         # By name: NCCL loads libnccl-net-<name>.so from LD_LIBRARY_PATH (sim is
         # first there); releases before 2.19 take no path here.

@@ -57,12 +57,15 @@ HOST_PRELOAD = "libncclsim-host.so"
 # threshold as large blocks are freed, after which NCCL's large transient
 # allocations (the topology search's) stay in each process's heap for good;
 # a fixed threshold hands them back (2 x 8 at init: ~90 -> ~40 MB per rank).
-MEMORY_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": "65536"}
+# NCCL names its threads only when asked; the host library recognises NCCL's
+# proxy ("NCCL Progress") threads by name and lets them sleep while idle
+# (fake_cuda/host/idle_wait.c).
+DEFAULT_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": "65536", "NCCL_SET_THREAD_NAME": "1"}
 
 
-def memory_settings(environ: Mapping[str, str]) -> dict[str, str]:
-    """MEMORY_VARIABLES the user has not set."""
-    return {k: v for k, v in MEMORY_VARIABLES.items() if k not in environ}
+def default_settings(environ: Mapping[str, str]) -> dict[str, str]:
+    """DEFAULT_VARIABLES the user has not set."""
+    return {k: v for k, v in DEFAULT_VARIABLES.items() if k not in environ}
 
 
 CLOCK_VARIABLES = ("NCCLSIM_CLOCK", "NCCLSIM_CLOCK_EPOCH")
@@ -130,7 +133,7 @@ def simulation_env(opts: SimOptions, environ: Mapping[str, str], nccl_lib: Path,
         "NCCLSIM_PLATFORM": str(path),
         "NCCL_HOSTID": host_name(opts.host),
         "LD_PRELOAD": with_host_preload(environ.get("LD_PRELOAD", "")),
-        **memory_settings(environ),
+        **default_settings(environ),
     }
     return SimEnvironment(variables, UNSET_VARIABLES, cfg, path)
 

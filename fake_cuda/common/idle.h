@@ -1,0 +1,65 @@
+/* Waiting without burning the CPU: how the threads of a rank process that
+ * wait for one another sleep and get woken.
+ *
+ * A simulated cluster runs many more waiting threads than the machine has
+ * cores: every rank's emulated GPU (its stream workers) and NCCL's proxy
+ * threads. A waiter that polls takes the CPU from the thread it waits for.
+ * So:
+ *  - an emulated GPU waiting for a word (a head, a tail, an LL flag) sleeps on
+ *    that word (futex); whoever of ncclsim writes such a word wakes it
+ *    (fc_wake_word), in this process or another one sharing the memory;
+ *  - NCCL's proxy ("progress") threads, which poll in a loop that yields, sleep
+ *    in the preloaded host library until the emulated GPU posts something
+ *    (fc_nudge_proxies), NCCL's host code signals a condition variable, or a
+ *    socket the net plugin waits on becomes ready (fc_watch_fd);
+ *  - the words NCCL's proxy writes (a NET connection's head and tail) cannot
+ *    be watched: the net plugin announces a completed request
+ *    (fc_nudge_gpus), after which the proxy writes them, and an emulated GPU
+ *    waiting on such a word wakes on that announcement and polls briefly.
+ * The process-wide parts live in libncclsim-host.so (preloaded into ranks);
+ * without it every waiter falls back to polling with back-off. */
+#ifndef NCCLSIM_COMMON_IDLE_H
+#define NCCLSIM_COMMON_IDLE_H
+
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Defined by libncclsim-host.so when it is preloaded; NULL otherwise. */
+extern void ncclsim_nudge_proxies(void) __attribute__((weak));
+extern void ncclsim_nudge_gpus(void) __attribute__((weak));
+extern volatile uint32_t *ncclsim_gpu_nudges(void) __attribute__((weak));
+extern void ncclsim_watch_fd(int fd, short events) __attribute__((weak));
+
+/* Wake every thread sleeping on the 32-bit word at `word` (any process that
+ * maps it). */
+static inline void fc_futex_wake(const volatile void *word)
+{
+    syscall(SYS_futex, (void *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static inline void fc_nudge_proxies(void)
+{
+    if (ncclsim_nudge_proxies) ncclsim_nudge_proxies();
+}
+
+static inline void fc_nudge_gpus(void)
+{
+    if (ncclsim_nudge_gpus) ncclsim_nudge_gpus();
+}
+
+/* After writing a word an emulated GPU or NCCL's proxy may wait for. */
+static inline void fc_wake_word(const volatile void *word)
+{
+    fc_futex_wake(word);
+    fc_nudge_proxies();
+}
+
+/* Watch fd for `events` (POLLIN, POLLOUT; 0: stop watching) while proxies sleep. */
+static inline void fc_watch_fd(int fd, short events)
+{
+    if (ncclsim_watch_fd) ncclsim_watch_fd(fd, events);
+}
+
+#endif

@@ -1,0 +1,162 @@
+/* Part of libncclsim-host.so: idle NCCL proxy threads sleep (see idle.h).
+ *
+ * NCCL's progress thread loops over its operations and, when none moved,
+ * calls sched_yield (std::this_thread::yield); the net plugin's empty
+ * non-blocking receives yield too (yield_on_empty.c). On a machine running
+ * many more ranks than it has cores, those yields are most of the CPU time
+ * (a 2 x 8 run on 2 cores: ~40 % of all samples in sched_yield). Here a
+ * progress thread that yielded IDLE_YIELDS times in a row without anything
+ * happening sleeps until something it may be waiting for happens:
+ *  - an emulated GPU of this process posts a step (ncclsim_nudge_proxies),
+ *  - NCCL's host code signals a condition variable (it does when it posts new
+ *    operations to the proxy),
+ *  - a socket the net plugin waits on becomes ready (ncclsim_watch_fd),
+ * or a timeout passes (SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing
+ * happens), which bounds what a missed event costs. Results and errno of
+ * the calls are unchanged: what NCCL decides does not change. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "idle.h"
+#include "interpose.h"
+
+/* A progress loop pass is a few microseconds: this many empty passes in a
+ * row mean the thread waits. */
+#define IDLE_YIELDS 16
+#define SLEEP_MIN_NS 50000L
+#define SLEEP_MAX_NS 2000000L
+#define MAX_WATCHED 256
+/* A thread's name is set by its creator after it starts: look again now and
+ * then until it is known to be a progress thread. */
+#define NAME_RECHECK 256
+
+static int proxy_sleepers;
+static int wake_fd = -1; /* eventfd: written when proxies sleep and something happened */
+static uint32_t proxy_events; /* counts nudges: a sleeper that saw it change does not sleep */
+static volatile uint32_t gpu_events;
+
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pollfd watched[MAX_WATCHED];
+static int nwatched;
+
+static void make_wake_fd(void) { wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+EXPORT void ncclsim_nudge_proxies(void)
+{
+    __atomic_fetch_add(&proxy_events, 1, __ATOMIC_RELEASE);
+    if (__atomic_load_n(&proxy_sleepers, __ATOMIC_ACQUIRE) > 0 && wake_fd >= 0) {
+        uint64_t one = 1;
+        int e = errno;
+        if (write(wake_fd, &one, sizeof one) < 0) { /* a full counter still wakes */
+        }
+        errno = e;
+    }
+}
+
+EXPORT void ncclsim_nudge_gpus(void)
+{
+    __atomic_fetch_add(&gpu_events, 1, __ATOMIC_RELEASE);
+    int e = errno;
+    fc_futex_wake(&gpu_events);
+    errno = e;
+}
+
+EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events; }
+
+EXPORT void ncclsim_watch_fd(int fd, short events)
+{
+    pthread_mutex_lock(&watch_lock);
+    int i = 0;
+    while (i < nwatched && watched[i].fd != fd) i++;
+    if (events && i < nwatched) {
+        watched[i].events = events;
+    } else if (events && i < MAX_WATCHED) { /* more than that: the timeout covers them */
+        watched[nwatched++] = (struct pollfd){.fd = fd, .events = events};
+    } else if (!events && i < nwatched) {
+        watched[i] = watched[--nwatched];
+    }
+    pthread_mutex_unlock(&watch_lock);
+    ncclsim_nudge_proxies(); /* a sleeper polls the new set */
+}
+
+static bool is_progress_thread(void)
+{
+    static __thread int known; /* 0 unknown, 1 progress thread, 2 not (yet) */
+    static __thread unsigned calls;
+    if (known == 1) return true;
+    if (known == 2 && ++calls % NAME_RECHECK) return false;
+    char name[17] = {0};
+    prctl(PR_GET_NAME, name);
+    known = strncmp(name, "NCCL Progress", 13) == 0 ? 1 : 2;
+    return known == 1;
+}
+
+/* Sleep until a nudge, a watched socket or `ns` pass. */
+static void sleep_until_event(uint32_t seen, long ns)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_wake_fd);
+    if (wake_fd < 0) return;
+    struct pollfd fds[MAX_WATCHED + 1];
+    fds[0] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
+    pthread_mutex_lock(&watch_lock);
+    memcpy(fds + 1, watched, (size_t)nwatched * sizeof fds[0]);
+    int n = 1 + nwatched;
+    pthread_mutex_unlock(&watch_lock);
+    __atomic_fetch_add(&proxy_sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&proxy_events, __ATOMIC_SEQ_CST) == seen) {
+        struct timespec ts = {0, ns};
+        ppoll(fds, (nfds_t)n, &ts, NULL);
+    }
+    __atomic_fetch_sub(&proxy_sleepers, 1, __ATOMIC_SEQ_CST);
+    uint64_t drained;
+    if (read(wake_fd, &drained, sizeof drained) < 0) { /* nothing to drain */
+    }
+}
+
+EXPORT int sched_yield(void)
+{
+    REAL(sched_yield);
+    if (!is_progress_thread()) return fn_();
+    static __thread uint32_t seen;
+    static __thread unsigned idle;
+    uint32_t now = __atomic_load_n(&proxy_events, __ATOMIC_ACQUIRE);
+    if (now != seen) {
+        seen = now;
+        idle = 0;
+    }
+    if (++idle < IDLE_YIELDS) return fn_();
+    int e = errno;
+    unsigned doublings = (idle - IDLE_YIELDS) < 6 ? idle - IDLE_YIELDS : 6;
+    long ns = SLEEP_MIN_NS << doublings;
+    sleep_until_event(seen, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS);
+    errno = e;
+    return 0;
+}
+
+/* NCCL posts operations to its proxy and then signals the proxy's condition
+ * variable (std::condition_variable: pthread_cond_signal underneath). */
+EXPORT int pthread_cond_signal(pthread_cond_t *c)
+{
+    REAL(pthread_cond_signal);
+    int r = fn_(c);
+    ncclsim_nudge_proxies();
+    return r;
+}
+
+EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
+{
+    REAL(pthread_cond_broadcast);
+    int r = fn_(c);
+    ncclsim_nudge_proxies();
+    return r;
+}
