@@ -277,6 +277,14 @@ static bool wait_send(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_
 
 /* ---- data ---- */
 
+/* Room for the sources or destinations of one step: the user's buffer, one
+ * slot per peer, and the team's copies behind one multicast slot. */
+#define MAX_BUFS (1 + FC_PRIMS_MAX_PEERS + FC_MC_MAX_TEAM)
+
+/* Several destinations take the result a piece at a time, each piece copied
+ * on while it is still in the cache: the sources are read from memory once. */
+#define COMBINE_PIECE_BYTES (32u << 10)
+
 /* The reduction of a primitive: srcs[0] is the user's source when there is
  * one (the pre-op applies to it when it is the input buffer), then every
  * receive slot; the result goes to dsts[0] and is copied to the others. */
@@ -284,8 +292,15 @@ static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int 
                     bool post)
 {
     if (!n || !nsrcs || !ndsts || p->e->no_payload) return;
-    fc_reduce(&p->op, dsts[0], srcs, nsrcs, n, pre, post);
-    for (int i = 1; i < ndsts; i++) memcpy(dsts[i], dsts[0], n * p->esz);
+    size_t piece = ndsts > 1 ? COMBINE_PIECE_BYTES / p->esz : n;
+    const void *at[MAX_BUFS];
+    for (size_t first = 0; first < n; first += piece) {
+        size_t k = n - first < piece ? n - first : piece, off = first * p->esz;
+        for (int s = 0; s < nsrcs; s++) at[s] = (const char *)srcs[s] + off;
+        char *d0 = (char *)dsts[0] + off;
+        fc_reduce(&p->op, d0, at, nsrcs, k, pre, post);
+        for (int i = 1; i < ndsts; i++) memcpy((char *)dsts[i] + off, d0, k * p->esz);
+    }
     fc_task_progress(p->t);
 }
 
@@ -307,10 +322,6 @@ static void take_source(const fc_prims *p, void *dst, size_t bytes, int src, int
 }
 
 /* ---- Simple (prims_simple.h genericOp) ---- */
-
-/* Room for the sources or destinations of one step: the user's buffer, one
- * slot per peer, and the team's copies behind one multicast slot. */
-#define MAX_BUFS (1 + FC_PRIMS_MAX_PEERS + FC_MC_MAX_TEAM)
 
 static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
                       int64_t nelem, bool post)

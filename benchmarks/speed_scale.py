@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Speed and scale of the emulation: the figures of the speed-and-scale work,
+for one or more ncclsim installations on the same machine in one run.
+
+    python benchmarks/speed_scale.py [--ncclsim LABEL=PATH ...] [--figures small,large,perf,scale]
+                                     [--scale 8,32,64,128] [--json out.json]
+
+Each `--ncclsim` names a `ncclsim` console script (default: `now=` the one
+beside this interpreter); give an older installation too (a venv with an
+earlier commit installed, see benchmarks/README.md) to measure before and
+after. Every figure runs each installation in turn, so both see the same
+machine state. Figures:
+
+* small: the probe's AllReduce of 8 B, 300 operations enqueued back to back
+  then synchronised: milliseconds per operation on 1 x 2, 2 x 1, 1 x 8,
+  2 x 8 and 8 x 8 (one process per GPU);
+* large: AllReduce of 128 MiB on 2 x 8, 3 operations (results not checked
+  here; the test suite checks them): seconds per operation, with a process
+  per GPU and with a process per host (`--gpus-per-process 8`);
+* perf: nccl_perf (tests/programs/nccl_perf.cu, all_reduce_perf's sweep)
+  2 x 8, 8 B to 128 MiB, `-c 1` (every result checked): wall seconds;
+* scale: `launch --hosts N --gpus 8` with the default probe for each N of
+  `--scale`: wall seconds, whether every rank initialised, and the memory the
+  machine had in use at the peak (MemTotal - MemAvailable, sampled every
+  0.5 s, less what was in use before).
+
+The probe's times are its own (`--json`); wall times are the whole command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import machine, table, write_json  # noqa: E402
+
+SMALL_SHAPES = [(1, 2), (2, 1), (1, 8), (2, 8), (8, 8)]
+SMALL_ITERS = 300
+LARGE_ITERS = 3
+
+
+def meminfo_used() -> int:
+    """Bytes in use on the machine: MemTotal - MemAvailable."""
+    fields = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        name, value = line.split(":", 1)
+        fields[name] = int(value.split()[0]) * 1024
+    return fields["MemTotal"] - fields["MemAvailable"]
+
+
+class PeakMemory:
+    """The highest MemTotal - MemAvailable while it runs, less the start's."""
+
+    def __init__(self) -> None:
+        self.base = meminfo_used()
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.peak = max(self.peak, meminfo_used())
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def used(self) -> int:
+        return self.peak - self.base
+
+
+def launch(exe: str, hosts: int, gpus: int, command: list[str], extra: list[str] = (),
+           timeout: float = 1800) -> dict[str, Any]:
+    """One `ncclsim launch`; its wall time, exit status and (with the probe's
+    --json) the probe's result."""
+    with tempfile.TemporaryDirectory(prefix="ncclsim-speed-") as tmp:
+        out = Path(tmp) / "probe.json"
+        cmd = [exe, "launch", "--hosts", str(hosts), "--gpus", str(gpus), "--run-dir", str(Path(tmp) / "run"),
+               *extra, "--", *[c.replace("{json}", str(out)) for c in command]]
+        t = time.monotonic()
+        with PeakMemory() as mem:
+            p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        wall = time.monotonic() - t
+        result = json.loads(out.read_text()) if out.exists() else None
+        last = (p.stderr.strip().splitlines() or [""])[-1]
+        return {"rc": p.returncode, "wall_s": wall, "probe": result, "summary": last, "memory_bytes": mem.used}
+
+
+def probe(python: str, ops: str, sizes: str, iters: int, warmup: int, check: bool) -> list[str]:
+    cmd = [python, "-m", "ncclsim.probe", "--ops", ops, "--sizes", sizes, "--iters", str(iters),
+           "--warmup", str(warmup), "--json", "{json}"]
+    return cmd + ([] if check else ["--no-check"])
+
+
+def per_op(r: dict[str, Any], iters: int) -> Optional[float]:
+    if r["rc"] != 0 or not r["probe"]:
+        return None
+    return r["probe"]["operations"][0]["seconds"] / iters
+
+
+def fmt(v: Optional[float], scale: float = 1.0, digits: int = 2) -> str:
+    return "failed" if v is None else f"{v * scale:.{digits}f}"
+
+
+def interpreter_of(exe: str) -> str:
+    """The Python of the environment `exe` belongs to (the probe runs there)."""
+    return str(Path(exe).parent / "python")
+
+
+def small(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+    rows, raw = [], []
+    for hosts, gpus in SMALL_SHAPES:
+        row: list[Any] = [f"{hosts} x {gpus}"]
+        for label, exe in installs.items():
+            log(f"small: {label} {hosts} x {gpus}")
+            r = launch(exe, hosts, gpus, probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True))
+            raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus], **r})
+            row.append(fmt(per_op(r, SMALL_ITERS), 1e3))
+        rows.append(row)
+    return ["AllReduce 8 B, ms per operation", *installs], rows, raw
+
+
+def large(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+    rows, raw = [], []
+    for label_proc, extra in (("a process per GPU", []), ("a process per host", ["--gpus-per-process", "8"])):
+        row: list[Any] = [f"2 x 8, {label_proc}"]
+        for label, exe in installs.items():
+            log(f"large: {label} {label_proc}")
+            r = launch(exe, 2, 8, probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False), extra)
+            raw.append({"figure": "allreduce 128 MiB", "install": label, "processes": label_proc, **r})
+            row.append(fmt(per_op(r, LARGE_ITERS)))
+        rows.append(row)
+    return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
+
+
+def perf(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+    from perf_sweep import build  # nvcc; only this figure needs it
+    with tempfile.TemporaryDirectory(prefix="ncclsim-perf-") as tmp:
+        exe_perf, _ = build(Path(tmp))
+        row: list[Any] = ["2 x 8, 8 B to 128 MiB, -c 1"]
+        raw = []
+        for label, exe in installs.items():
+            log(f"perf: {label}")
+            r = launch(exe, 2, 8, [str(exe_perf), "-o", "allreduce", "-b", "8", "-e", "128M", "-f", "2", "-c", "1"])
+            raw.append({"figure": "nccl_perf", "install": label, **{k: v for k, v in r.items() if k != "probe"}})
+            row.append("failed" if r["rc"] else f"{r['wall_s']:.1f}")
+    return ["nccl_perf AllReduce sweep, wall s", *installs], [row], raw
+
+
+def scale(installs: dict[str, str], hosts_list: list[int], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+    rows, raw = [], []
+    for hosts in hosts_list:
+        row: list[Any] = [f"{hosts} x 8"]
+        for label, exe in installs.items():
+            log(f"scale: {label} {hosts} x 8")
+            r = launch(exe, hosts, 8, [], timeout=3600)
+            raw.append({"figure": "launch", "install": label, "hosts": hosts, **r})
+            ok = "" if r["rc"] == 0 else f" (exit {r['rc']}: {r['summary']})"
+            row.append(f"{r['wall_s']:.1f} s, {r['memory_bytes'] / 1e9:.1f} GB{ok}")
+        rows.append(row)
+    return ["launch + probe, wall and memory", *installs], rows, raw
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ncclsim", action="append", default=[], metavar="LABEL=PATH",
+                    help="an installation's ncclsim script (repeat; default: now=<beside this interpreter>)")
+    ap.add_argument("--figures", default="small,large,perf", help="small,large,perf,scale")
+    ap.add_argument("--scale", default="8,32,64,128", help="hosts of 8 GPUs for the scale figure")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    installs = dict(a.split("=", 1) for a in args.ncclsim) or {"now": str(Path(sys.executable).parent / "ncclsim")}
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    figures = args.figures.split(",")
+    out: dict[str, Any] = {"machine": machine(), "installs": installs, "runs": []}
+    for name in figures:
+        if name == "scale":
+            headers, rows, raw = scale(installs, [int(h) for h in args.scale.split(",")], log)
+        elif name in ("small", "large", "perf"):
+            headers, rows, raw = globals()[name](installs, log)
+        else:
+            ap.error(f"unknown figure {name!r}: choose from small, large, perf, scale")
+        out["runs"] += raw
+        print(table(headers, rows) + "\n", flush=True)
+    write_json(args.json, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
