@@ -88,8 +88,9 @@ def launch(exe: str, hosts: int, gpus: int, command: list[str], extra: list[str]
     --json) the probe's result."""
     with tempfile.TemporaryDirectory(prefix="ncclsim-speed-") as tmp:
         out = Path(tmp) / "probe.json"
-        cmd = [exe, "launch", "--hosts", str(hosts), "--gpus", str(gpus), "--run-dir", str(Path(tmp) / "run"),
-               *extra, "--", *[c.replace("{json}", str(out)) for c in command]]
+        cmd = [exe, "launch", "--hosts", str(hosts), "--gpus", str(gpus), "--run-dir", str(Path(tmp) / "run"), *extra]
+        if command:  # else launch's default probe
+            cmd += ["--", *[c.replace("{json}", str(out)) for c in command]]
         t = time.monotonic()
         with PeakMemory() as mem:
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)

@@ -22,6 +22,7 @@
 #define NCCLSIM_COMMON_IDLE_H
 
 #include <linux/futex.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -49,11 +50,12 @@ static inline void fc_nudge_gpus(void)
     if (ncclsim_nudge_gpus) ncclsim_nudge_gpus();
 }
 
-/* After writing a word an emulated GPU or NCCL's proxy may wait for. */
-static inline void fc_wake_word(const volatile void *word)
+/* After writing a word an emulated GPU may wait for; `proxy`: NCCL's proxy
+ * may wait for it too (a connection with a FIFO: the network's). */
+static inline void fc_wake_word(const volatile void *word, bool proxy)
 {
     fc_futex_wake(word);
-    fc_nudge_proxies();
+    if (proxy) fc_nudge_proxies();
 }
 
 /* Watch fd for `events` (POLLIN, POLLOUT; 0: stop watching) while proxies sleep. */

@@ -558,7 +558,8 @@ static bool pat_open(pat_run *r, fc_coll *c, bool ag)
             return false;
         r->recv[d].step = *r->recv[d].conn.step;
         r->send[d].step = *r->send[d].conn.step;
-        if (r->sequential) fc_prims_post(r->recv[d].conn.head, r->recv[d].step); /* as loadRecvConn did */
+        if (r->sequential) /* as loadRecvConn did */
+            fc_prims_conn_post(&r->recv[d].conn, r->recv[d].conn.head, r->recv[d].step);
     }
     return true;
 }
@@ -575,13 +576,13 @@ static void finish(pat_run *r, const pat_step *ps, pat_peer *R, pat_peer *S, int
     if (S && ps->postSend) {
         if (!(r->sequential && !r->ag)) /* ReduceScatter before 2.26 sized the slot as data entered it */
             fc_prims_conn_set_size(&r->p, &S->conn, S->step, (int64_t)(ps->sendOffset + n) * r->esz);
-        fc_prims_post(S->conn.step, ++S->step);
+        *S->conn.step = ++S->step; /* read by the next launch only */
     }
-    if (R && ps->postRecv) fc_prims_post(R->conn.step, ++R->step);
+    if (R && ps->postRecv) *R->conn.step = ++R->step;
     if (localExtent > r->localAcc) r->localAcc = localExtent;
     if (grown && extent > grown->acc) grown->acc = extent;
-    if (S && ps->postSend) fc_prims_post(S->conn.tail, S->step);
-    if (R && ps->postRecv) fc_prims_post(R->conn.head, R->step);
+    if (S && ps->postSend) fc_prims_conn_post(&S->conn, S->conn.tail, S->step);
+    if (R && ps->postRecv) fc_prims_conn_post(&R->conn, R->conn.head, R->step);
 }
 
 /* The modelled time of a step (step_time.h): the slots by their steps' starts. */

@@ -23,10 +23,17 @@
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 /* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian). */
-void fc_prims_post(volatile uint64_t *counter, uint64_t value)
+static void fc_prims_post(volatile uint64_t *counter, uint64_t value)
 {
     __atomic_store_n(counter, value, __ATOMIC_RELEASE);
-    fc_wake_word(counter);
+    fc_wake_word(counter, false);
+}
+
+/* A post NCCL's proxy reads too: a connection with a FIFO. */
+static void post_proxied(const fc_conn *c, volatile uint64_t *counter, uint64_t value)
+{
+    __atomic_store_n(counter, value, __ATOMIC_RELEASE);
+    fc_wake_word(counter, c->fifo != NULL);
 }
 
 /* ---- multicast (NVLS) ---- */
@@ -58,7 +65,7 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
 {
     const fc_mc_view *v = c->mc_credits;
     if (!v) {
-        fc_prims_post(counter, value);
+        post_proxied(c, counter, value);
         return;
     }
     for (int i = 0; i < v->n; i++) fc_prims_post(copy_of(counter, v, i), value);
@@ -581,11 +588,11 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
             for (size_t j = 0; j < nlines; j++) ll_store(&lines[j], result[j], flag);
             if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
                 for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
-            fc_wake_word(nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2);
+            fc_wake_word(nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2, p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) post_proxied(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
     if (send)
         for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
     fc_task_progress(p->t);
@@ -676,16 +683,16 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
                            (LL128_LINE_WORDS - 1) * 8);
                 __atomic_store_n(ll128_flag(words, j), flag, __ATOMIC_RELEASE);
             }
-            fc_wake_word(ll128_flag(words, nlines ? nlines - 1 : 0));
+            fc_wake_word(ll128_flag(words, nlines ? nlines - 1 : 0), p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
         for (int i = 0; i < p->nsend; i++) {
             p->sstep[i]++;
-            if (p->send[i].fifo) fc_prims_post(p->send[i].tail, p->sstep[i]);
+            if (p->send[i].fifo) post_proxied(&p->send[i], p->send[i].tail, p->sstep[i]);
         }
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) fc_prims_post(p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) post_proxied(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
     fc_task_progress(p->t);
 }
 

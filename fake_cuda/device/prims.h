@@ -117,9 +117,8 @@ bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, 
 bool fc_prims_conn_wait(fc_prims *p, const fc_conn *c, bool send, uint64_t want);
 /* connFifo[step].size of a send connection (when it has a FIFO), in bytes. */
 void fc_prims_conn_set_size(const fc_prims *p, const fc_conn *c, uint64_t step, int64_t bytes);
-/* Store a head, tail or step counter for the peer (release). */
-void fc_prims_post(volatile uint64_t *counter, uint64_t value);
-/* The same for a connection's own head or tail, which may be multicast. */
+/* Store a connection's head or tail for the peer (release; every copy when
+ * multicast) and wake whoever waits for it. */
 void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t value);
 
 /* NCCL's names for the calls the algorithms make (directX behaves as X

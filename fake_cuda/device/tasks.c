@@ -1,9 +1,14 @@
-/* Cooperative tasks on ucontext (see tasks.h). */
+/* Cooperative tasks (see tasks.h): a flow starts on its own stack through
+ * ucontext; after that, switches are _setjmp/_longjmp, which unlike
+ * swapcontext make no system call (swapcontext saves and restores the
+ * signal mask: two calls per switch, most of the emulation's system calls). */
+#undef _FORTIFY_SOURCE /* its longjmp check refuses a jump to another stack */
 #include "tasks.h"
 
 #include <errno.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -30,7 +35,9 @@
 #define STALL_REPORT_DEFAULT_S 30
 
 struct fc_task {
-    ucontext_t ctx;
+    ucontext_t ctx; /* its start */
+    jmp_buf env;    /* where it blocked */
+    bool started;
     fc_sched *sched;
     fc_task *parent, *next;
     fc_task_fn fn;
@@ -42,13 +49,14 @@ struct fc_task {
     const volatile uint32_t *word; /* while set: runs again once *word != seen */
     uint32_t seen;
     bool polled; /* blocked without a word, or on one nobody wakes (NCCL's proxy writes it) */
+    bool joining; /* in fc_task_join */
     void *stack;
     void *scratch;
     size_t scratch_size;
 };
 
 struct fc_sched {
-    ucontext_t main;
+    jmp_buf main_env; /* the scheduler, resuming a flow */
     fc_task *tasks; /* live flows, in spawn order */
     uint64_t progress;
     fc_sched_stop_fn stop;
@@ -91,82 +99,132 @@ fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
     return s;
 }
 
-/* makecontext passes int arguments only: the task pointer goes in two halves. */
+/* makecontext passes int arguments only: the task pointer goes in two halves.
+ * A flow's context runs one flow after another: when its function returns,
+ * it waits in the thread's pool of finished flows to be given the next one
+ * (starting a context costs getcontext and setcontext, a system call each). */
 static void trampoline(unsigned hi, unsigned lo)
 {
     fc_task *t = (fc_task *)(((uintptr_t)hi << 32) | (uintptr_t)lo);
-    t->fn(t, t->arg);
-    t->done = true;
-    if (t->parent) {
-        t->parent->children--;
-        if (t->now > t->parent->now) t->parent->now = t->now; /* a join waits for its parts */
+    for (;;) {
+        t->fn(t, t->arg);
+        t->done = true;
+        if (t->parent) {
+            t->parent->children--;
+            if (t->now > t->parent->now) t->parent->now = t->now; /* a join waits for its parts */
+        }
+        if (t->now > t->sched->end) t->sched->end = t->now;
+        t->sched->progress++;
+        if (!_setjmp(t->env)) _longjmp(t->sched->main_env, 1); /* resumed: the next flow */
     }
-    if (t->now > t->sched->end) t->sched->end = t->now;
-    t->sched->progress++;
-    /* uc_link returns to the scheduler */
 }
 
-/* Stacks of finished flows, kept by the thread that ran them for its next
- * launches: a fresh stack is an mmap (above glibc's mmap threshold), page
- * faults to fill it and an munmap with its TLB shootdown, per flow and launch. */
-#define KEPT_STACKS 64
+/* Inside a flow: back to the scheduler, until it resumes the flow. */
+static void switch_out(fc_task *t)
+{
+    if (!_setjmp(t->env)) _longjmp(t->sched->main_env, 1);
+}
+
+/* The scheduler: run t until it blocks or ends. */
+static __attribute__((noinline)) void resume(fc_sched *s, fc_task *t)
+{
+    if (_setjmp(s->main_env)) return; /* the flow switched out */
+    if (!t->started) {
+        t->started = true;
+        setcontext(&t->ctx);
+    }
+    _longjmp(t->env, 1);
+}
+
+/* Finished flows (their stacks and scratch buffers), kept by the thread that
+ * ran them for its next launches: a fresh stack is an mmap (above glibc's
+ * mmap threshold), page faults to fill it and an munmap with its TLB
+ * shootdown, per flow and launch. */
+#define KEPT_FLOWS 64
 typedef struct {
-    void *stack[KEPT_STACKS];
+    fc_task *flow[KEPT_FLOWS];
     int n;
-} kept_stacks;
+} kept_flows;
 static pthread_key_t kept_key;
 static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
 
+static void task_destroy(fc_task *t)
+{
+    free(t->scratch);
+    free(t->stack);
+    free(t);
+}
+
 static void kept_free(void *arg) /* at the thread's exit */
 {
-    kept_stacks *k = arg;
-    while (k->n) free(k->stack[--k->n]);
+    kept_flows *k = arg;
+    while (k->n) task_destroy(k->flow[--k->n]);
     free(k);
 }
 
 static void kept_init(void) { pthread_key_create(&kept_key, kept_free); }
 
-static kept_stacks *kept(void)
+static kept_flows *kept(void)
 {
     pthread_once(&kept_once, kept_init);
-    kept_stacks *k = pthread_getspecific(kept_key);
+    kept_flows *k = pthread_getspecific(kept_key);
     if (!k && (k = calloc(1, sizeof *k))) pthread_setspecific(kept_key, k);
     return k;
 }
 
-static void *stack_get(void)
+/* A finished flow, or a new one whose context starts in trampoline. */
+static fc_task *task_get(void)
 {
-    kept_stacks *k = kept();
-    return k && k->n ? k->stack[--k->n] : malloc(STACK_BYTES);
+    kept_flows *k = kept();
+    if (k && k->n) return k->flow[--k->n];
+    fc_task *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->stack = malloc(STACK_BYTES);
+    if (!t->stack || getcontext(&t->ctx) != 0) {
+        task_destroy(t);
+        return NULL;
+    }
+    t->ctx.uc_stack.ss_sp = t->stack;
+    t->ctx.uc_stack.ss_size = STACK_BYTES;
+    t->ctx.uc_link = NULL; /* the context never ends */
+    uintptr_t p = (uintptr_t)t;
+    makecontext(&t->ctx, (void (*)(void))trampoline, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
+    return t;
 }
 
-static void stack_put(void *stack)
+/* A flow leaves its scheduler: finished, it waits for the next; abandoned
+ * mid-way (a stop), its context cannot be reused. */
+#define KEPT_SCRATCH_BYTES (64u << 10) /* a larger scratch buffer is not kept */
+static void task_put(fc_task *t)
 {
-    kept_stacks *k = kept();
-    if (stack && k && k->n < KEPT_STACKS) k->stack[k->n++] = stack;
-    else free(stack);
+    kept_flows *k = kept();
+    if (!t->done || !k || k->n == KEPT_FLOWS) {
+        task_destroy(t);
+        return;
+    }
+    if (t->scratch_size > KEPT_SCRATCH_BYTES) {
+        free(t->scratch);
+        t->scratch = NULL;
+        t->scratch_size = 0;
+    }
+    k->flow[k->n++] = t;
 }
 
 bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
 {
-    fc_task *t = calloc(1, sizeof *t);
+    fc_task *t = task_get();
     if (!t) return false;
-    t->stack = stack_get();
-    if (!t->stack || getcontext(&t->ctx) != 0) {
-        stack_put(t->stack);
-        free(t);
-        return false;
-    }
-    t->ctx.uc_stack.ss_sp = t->stack;
-    t->ctx.uc_stack.ss_size = STACK_BYTES;
-    t->ctx.uc_link = &s->main;
+    /* what a flow keeps from the previous one: its context, stack and scratch */
     t->sched = s;
     t->parent = parent;
+    t->next = NULL;
+    t->children = 0;
     t->now = parent ? parent->now : s->start;
+    t->done = t->polled = t->joining = false;
+    t->waiting = NULL;
+    t->word = NULL;
     t->fn = fn;
     t->arg = arg;
-    uintptr_t p = (uintptr_t)t;
-    makecontext(&t->ctx, (void (*)(void))trampoline, 2, (unsigned)(p >> 32), (unsigned)(p & 0xffffffffu));
     if (parent) parent->children++;
     /* append: flows run in the order they were created */
     fc_task **at = &s->tasks;
@@ -179,7 +237,7 @@ void fc_task_block(fc_task *t, const char *what)
 {
     t->waiting = what;
     t->polled = true;
-    swapcontext(&t->ctx, &t->sched->main);
+    switch_out(t);
 }
 
 void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what)
@@ -188,7 +246,7 @@ void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, boo
     t->seen = seen;
     t->polled = proxy;
     t->waiting = what;
-    swapcontext(&t->ctx, &t->sched->main);
+    switch_out(t);
     t->word = NULL;
 }
 
@@ -196,11 +254,13 @@ void fc_task_progress(fc_task *t) { t->sched->progress++; }
 
 void fc_task_join(fc_task *t)
 {
-    while (t->children) { /* its parts run in this scheduler: their progress ends the wait */
+    t->joining = true; /* resumed once its parts (in this scheduler) are done */
+    while (t->children) {
         t->waiting = "its parts to finish";
         t->polled = false;
-        swapcontext(&t->ctx, &t->sched->main);
+        switch_out(t);
     }
+    t->joining = false;
 }
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
@@ -222,13 +282,6 @@ void *fc_task_scratch(fc_task *t, size_t n)
     return t->scratch;
 }
 
-static void task_free(fc_task *t)
-{
-    free(t->scratch);
-    stack_put(t->stack);
-    free(t);
-}
-
 static void report_stall(fc_sched *s)
 {
     int n = 0;
@@ -240,10 +293,10 @@ static void report_stall(fc_sched *s)
         fc_log_fatal_config("  %s", t->waiting ? t->waiting : "(running)");
 }
 
-/* Still waiting for its word: not worth a switch into the flow. */
+/* Still waiting (for its word, for its parts): not worth a switch into the flow. */
 static bool unchanged(const fc_task *t)
 {
-    return t->word && __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->seen;
+    return (t->word && __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->seen) || (t->joining && t->children);
 }
 
 /* Sleep until a flow's word changes, the net plugin completes a request
@@ -287,10 +340,10 @@ bool fc_sched_run(fc_sched *s)
         uint64_t before = s->progress;
         for (fc_task **at = &s->tasks; *at;) {
             fc_task *t = *at;
-            if (!unchanged(t)) swapcontext(&s->main, &t->ctx);
+            if (!unchanged(t)) resume(s, t);
             if (t->done) {
                 *at = t->next;
-                task_free(t);
+                task_put(t);
             } else {
                 at = &t->next;
             }
@@ -326,7 +379,7 @@ void fc_sched_free(fc_sched *s)
     while (s->tasks) { /* flows abandoned by a stop */
         fc_task *t = s->tasks;
         s->tasks = t->next;
-        task_free(t);
+        task_put(t);
     }
     free(s);
 }

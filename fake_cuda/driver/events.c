@@ -44,14 +44,38 @@ struct record_op {
 static void complete_record(void *arg)
 {
     struct record_op *o = arg;
-    pthread_mutex_lock(&o->e->lock);
-    if (o->e->completed < o->seq) {
-        o->e->completed = o->seq;
-        o->e->time_ns = fc_now_ns();
-        o->e->modelled_ns = fc_time_op_start();
+    CUevent e = o->e;
+    pthread_mutex_lock(&e->lock);
+    if (e->completed < o->seq) {
+        e->completed = o->seq;
+        e->time_ns = fc_now_ns();
+        e->modelled_ns = fc_time_op_start();
     }
-    pthread_cond_broadcast(&o->e->cond);
-    pthread_mutex_unlock(&o->e->lock);
+    struct CUstream_st **parked = e->parked;
+    int n = e->nparked;
+    e->parked = NULL;
+    e->nparked = e->parked_cap = 0;
+    pthread_cond_broadcast(&e->cond);
+    pthread_mutex_unlock(&e->lock);
+    for (int i = 0; i < n; i++) fc_stream_unpark(parked[i]); /* not under the event's lock */
+    free(parked);
+}
+
+/* Park s on e: s's head waits for e (under e->lock). False when out of
+ * memory: the wait then blocks its stream's worker instead. */
+static bool park(CUevent e, struct CUstream_st *s)
+{
+    for (int i = 0; i < e->nparked; i++)
+        if (e->parked[i] == s) return true;
+    if (e->nparked == e->parked_cap) {
+        int cap = e->parked_cap ? 2 * e->parked_cap : 4;
+        struct CUstream_st **p = realloc(e->parked, (size_t)cap * sizeof *p);
+        if (!p) return false;
+        e->parked = p;
+        e->parked_cap = cap;
+    }
+    e->parked[e->nparked++] = s;
+    return true;
 }
 
 static CUresult record(CUevent e, CUstream h, bool ptds)
@@ -64,7 +88,7 @@ static CUresult record(CUevent e, CUstream h, bool ptds)
     pthread_mutex_lock(&e->lock);
     struct record_op o = {e, ++e->recorded};
     pthread_mutex_unlock(&e->lock);
-    bool ok = fc_stream_enqueue(s, complete_record, &o, sizeof o, true);
+    bool ok = fc_stream_enqueue_quick(s, complete_record, &o, sizeof o, NULL);
     API_RETURN(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY, "\"event\":\"%p\",\"stream\":%llu",
                (void *)e, s->id);
 }
@@ -140,6 +164,15 @@ struct wait_op {
     uint64_t target;
 };
 
+static bool wait_ready(void *arg, struct CUstream_st *s)
+{
+    struct wait_op *o = arg;
+    pthread_mutex_lock(&o->e->lock);
+    bool ready = o->e->completed >= o->target || !park(o->e, s);
+    pthread_mutex_unlock(&o->e->lock);
+    return ready;
+}
+
 static void wait_event(void *arg)
 {
     struct wait_op *o = arg;
@@ -161,7 +194,7 @@ static CUresult stream_wait_event(CUstream h, CUevent e, unsigned flags, bool pt
     bool done = e->completed >= o.target;
     pthread_mutex_unlock(&e->lock);
     /* an event already reached still holds the stream to its modelled time */
-    bool ok = (done && !fc_time_modelled()) || fc_stream_enqueue(s, wait_event, &o, sizeof o, done);
+    bool ok = (done && !fc_time_modelled()) || fc_stream_enqueue_quick(s, wait_event, &o, sizeof o, done ? NULL : wait_ready);
     API_RETURN(ok ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY,
                "\"stream\":%llu,\"event\":\"%p\",\"flags\":%u", s->id, (void *)e, flags);
 }

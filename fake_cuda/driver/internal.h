@@ -166,6 +166,16 @@ void fc_stream_free(struct CUstream_st *s); /* waits for its work */
 void fc_stream_wait_idle(struct CUstream_st *s);
 bool fc_stream_idle(struct CUstream_st *s);
 void fc_ctx_synchronize(CUcontext ctx); /* every stream of the context */
+/* An operation that waits for another stream (an event) and takes no time
+ * once it can run: `ready` says whether it can, and when not, arranges that
+ * fc_stream_unpark(s) is called once it can (NULL: it can). Such operations
+ * and the quick ones after them run on the thread that makes them ready
+ * (the one completing the event): a stream whose next operations only wait
+ * for and record events needs no thread switch. */
+typedef bool (*fc_op_ready_fn)(void *arg, struct CUstream_st *s);
+bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                             fc_op_ready_fn ready);
+void fc_stream_unpark(struct CUstream_st *s);
 
 /* ---- events.c ---- */
 struct CUevent_st {
@@ -178,6 +188,8 @@ struct CUevent_st {
     uint64_t completed; /* records that reached their point in the stream */
     uint64_t time_ns;   /* when the latest completed record completed */
     uint64_t modelled_ns; /* the same in modelled time (NCCLSIM_CLOCK=model) */
+    struct CUstream_st **parked; /* streams whose next operation waits for it */
+    int nparked, parked_cap;
 };
 #define FC_EVENT_MAGIC 0x65766e74u
 
@@ -204,9 +216,13 @@ void fc_time_host_reach(uint64_t t);
  * program's clock reads cost nothing (it is waiting for them). */
 void fc_time_gpu_work(long delta);
 /* Streams: around each operation, from the stream's and the submission's
- * modelled times; finish gives when the operation ended. */
-void fc_time_op_begin(uint64_t stream_done, uint64_t submit);
-uint64_t fc_time_op_finish(void);
+ * modelled times; finish gives when the operation ended. An operation may
+ * run another stream's inside it: begin returns what finish restores. */
+typedef struct {
+    uint64_t stream_done, submit, end;
+} fc_time_op_state;
+fc_time_op_state fc_time_op_begin(uint64_t stream_done, uint64_t submit);
+uint64_t fc_time_op_finish(fc_time_op_state outer);
 /* Inside a copy operation: the transfer's modelled duration. */
 void fc_time_copy(const void *dst, const void *src, size_t bytes);
 unsigned long long fc_next_id(void);

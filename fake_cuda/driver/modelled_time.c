@@ -58,18 +58,23 @@ void fc_time_gpu_work(long delta)
 
 /* ---- the operation a stream is running (on the thread running it) ---- */
 
-static __thread struct {
-    uint64_t stream_done, submit, end;
-} op;
+static __thread fc_time_op_state op;
 
-void fc_time_op_begin(uint64_t stream_done, uint64_t submit)
+fc_time_op_state fc_time_op_begin(uint64_t stream_done, uint64_t submit)
 {
+    fc_time_op_state outer = op;
     op.stream_done = stream_done;
     op.submit = submit;
     op.end = fc_time_op_start();
+    return outer;
 }
 
-uint64_t fc_time_op_finish(void) { return op.end; }
+uint64_t fc_time_op_finish(fc_time_op_state outer)
+{
+    uint64_t end = op.end;
+    op = outer;
+    return end;
+}
 
 uint64_t fc_time_op_start(void) { return op.stream_done > op.submit ? op.stream_done : op.submit; }
 

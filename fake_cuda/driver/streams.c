@@ -1,7 +1,11 @@
 /* Streams are real ordered queues: each has a worker thread (started on
  * first need) that runs its operations one after another. An operation that
  * cannot block runs in the caller when the stream is idle, which keeps the
- * common case (copies, event records on an idle stream) cheap. */
+ * common case (copies, event records on an idle stream) cheap. A stream
+ * whose next operation waits for an event is parked: the thread completing
+ * the event runs that wait and the quick operations after it (NCCL's
+ * per-collective hand-off between its streams then costs no thread switch),
+ * and wakes the worker only for real work. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,6 +14,8 @@
 
 struct fc_op {
     fc_op_fn fn;
+    fc_op_ready_fn ready; /* NULL: ready when it reaches the head */
+    bool quick;           /* takes no time, cannot block: any thread may run it */
     struct fc_op *next;
     uint64_t submit;   /* modelled time the host submitted it */
     max_align_t arg[]; /* copy of the caller's argument */
@@ -19,9 +25,9 @@ struct fc_op {
  * the operation running (one at a time) touches modelled_done. */
 static void run_op(struct CUstream_st *s, fc_op_fn fn, void *arg, uint64_t submit)
 {
-    fc_time_op_begin(s->modelled_done, submit);
+    fc_time_op_state outer = fc_time_op_begin(s->modelled_done, submit);
     fn(arg);
-    s->modelled_done = fc_time_op_finish();
+    s->modelled_done = fc_time_op_finish(outer);
 }
 
 /* After an operation: its stream's progress, and one op less in flight. */
@@ -29,6 +35,7 @@ struct stream_ext { /* state private to this file */
     struct CUstream_st s;
     bool busy;      /* an operation is running (worker or inline) */
     bool destroyed; /* handle released: the worker exits once drained */
+    bool parked;    /* the head waits for an event (fc_stream_unpark) */
     /* Synchronising threads wait until `completed` reaches wake_at (the least
      * of their targets; UINT64_MAX: none waits): a stream of many small
      * operations wakes them once, not per operation. */
@@ -44,6 +51,51 @@ static void op_done(struct CUstream_st *s, bool inline_op)
     s->completed++;
     fc_time_gpu_work(-1);
     if (inline_op || s->completed >= ext(s)->wake_at) pthread_cond_broadcast(&s->cond);
+}
+
+static struct fc_op *pop(struct CUstream_st *s)
+{
+    struct fc_op *op = s->head;
+    s->head = op->next;
+    if (!s->head) s->tail = NULL;
+    return op;
+}
+
+/* With s locked and its head ready: run the head (unlocked meanwhile). */
+static void run_head(struct CUstream_st *s)
+{
+    struct stream_ext *e = ext(s);
+    struct fc_op *op = pop(s);
+    e->busy = true;
+    pthread_mutex_unlock(&s->lock);
+    run_op(s, op->fn, op->arg, op->submit);
+    free(op);
+    pthread_mutex_lock(&s->lock);
+    e->busy = false;
+}
+
+/* With s locked: whether its head can run now; if not, the head's ready
+ * function arranged an unpark and the stream is parked. */
+static bool head_ready(struct CUstream_st *s)
+{
+    struct fc_op *op = s->head;
+    if (!op->ready || op->ready(op->arg, s)) return true;
+    ext(s)->parked = true;
+    return false;
+}
+
+void fc_stream_unpark(struct CUstream_st *s)
+{
+    struct stream_ext *e = ext(s);
+    pthread_mutex_lock(&s->lock);
+    e->parked = false;
+    while (s->head && s->head->quick && !e->busy && head_ready(s)) {
+        run_head(s);
+        op_done(s, false);
+    }
+    /* the worker: for real work, or to run what its own operation unparked */
+    if (s->head && !e->parked) pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* Every stream ever created, for context-wide synchronisation. Stream
@@ -90,18 +142,11 @@ static void *worker_main(void *arg)
     pthread_setname_np(pthread_self(), "ncclsim stream"); /* in top, perf, gdb */
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while ((!s->head || e->busy) && !(e->destroyed && !s->head))
+        while ((!s->head || e->busy || e->parked) && !(e->destroyed && !s->head))
             pthread_cond_wait(&s->cond, &s->lock);
         if (!s->head) break; /* destroyed and drained */
-        struct fc_op *op = s->head;
-        s->head = op->next;
-        if (!s->head) s->tail = NULL;
-        e->busy = true;
-        pthread_mutex_unlock(&s->lock);
-        run_op(s, op->fn, op->arg, op->submit);
-        free(op);
-        pthread_mutex_lock(&s->lock);
-        e->busy = false;
+        if (!head_ready(s)) continue;
+        run_head(s);
         op_done(s, false);
     }
     s->worker_running = false;
@@ -109,8 +154,23 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
+                    bool quick, fc_op_ready_fn ready);
+
 bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
                        bool inline_ok)
+{
+    return enqueue(s, fn, arg, arg_size, inline_ok, false, NULL);
+}
+
+bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                             fc_op_ready_fn ready)
+{
+    return enqueue(s, fn, arg, arg_size, !ready, true, ready);
+}
+
+static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
+                    bool quick, fc_op_ready_fn ready)
 {
     struct stream_ext *e = ext(s);
     /* every stream call costs the host this much (a launch more: launch.c) */
@@ -137,6 +197,8 @@ bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size
         return false;
     }
     op->fn = fn;
+    op->ready = ready;
+    op->quick = quick;
     op->next = NULL;
     op->submit = submit;
     memcpy(op->arg, arg, arg_size);

@@ -8,8 +8,8 @@
  * progress thread that yielded IDLE_YIELDS times in a row without anything
  * happening sleeps until something it may be waiting for happens:
  *  - an emulated GPU of this process posts a step (ncclsim_nudge_proxies),
- *  - NCCL's host code signals a condition variable (it does when it posts new
- *    operations to the proxy),
+ *  - NCCL's host code signals a condition variable (pthread_cond_signal: it
+ *    does when it posts new operations to the proxy),
  *  - a socket the net plugin waits on becomes ready (ncclsim_watch_fd),
  * or a timeout passes (SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing
  * happens), which bounds what a missed event costs. Results and errno of
@@ -48,12 +48,13 @@ static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pollfd watched[MAX_WATCHED];
 static int nwatched;
 
-static void make_wake_fd(void) { wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+static void make_wake_fd(void) { __atomic_store_n(&wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE); }
 
 EXPORT void ncclsim_nudge_proxies(void)
 {
-    __atomic_fetch_add(&proxy_events, 1, __ATOMIC_RELEASE);
-    if (__atomic_load_n(&proxy_sleepers, __ATOMIC_ACQUIRE) > 0 && wake_fd >= 0) {
+    /* seq_cst here and in the sleeper: one of the two sees the other's change */
+    __atomic_fetch_add(&proxy_events, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&proxy_sleepers, __ATOMIC_SEQ_CST) > 0 && __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE) >= 0) {
         uint64_t one = 1;
         int e = errno;
         if (write(wake_fd, &one, sizeof one) < 0) { /* a full counter still wakes */
@@ -144,18 +145,12 @@ EXPORT int sched_yield(void)
 }
 
 /* NCCL posts operations to its proxy and then signals the proxy's condition
- * variable (std::condition_variable: pthread_cond_signal underneath). */
+ * variable (std::condition_variable::notify_one, which calls
+ * pthread_cond_signal; older releases call it directly). ncclsim's own
+ * libraries only broadcast, so their stream hand-offs wake no proxy. */
 EXPORT int pthread_cond_signal(pthread_cond_t *c)
 {
     REAL(pthread_cond_signal);
-    int r = fn_(c);
-    ncclsim_nudge_proxies();
-    return r;
-}
-
-EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
-{
-    REAL(pthread_cond_broadcast);
     int r = fn_(c);
     ncclsim_nudge_proxies();
     return r;
