@@ -4,12 +4,12 @@
  * the kernel splits a block, every group of warps) does, each as straight-line
  * code that waits on memory other processes write. Running each flow as an OS
  * thread would put hundreds of busy pollers on two cores; here they are
- * ucontext coroutines of one scheduler: a flow that must wait calls
+ * coroutines of one scheduler: a flow that must wait calls
  * fc_task_block() or fc_task_wait_word(), and the scheduler runs the others.
- * When a whole pass over the flows made no progress, the scheduler polls a
- * few passes more (yielding), then sleeps until a word a flow waits for
- * changes (futex), the net plugin completes a request, or a timeout passes
- * (idle.h). */
+ * When a whole pass over the flows made no progress, the scheduler sleeps
+ * until a word a flow waits for changes (futex), the net plugin completes a
+ * request, or a timeout passes (idle.h); when a flow waits for something
+ * nobody wakes it for, it polls a few passes (yielding) first. */
 #ifndef NCCLSIM_DEVICE_TASKS_H
 #define NCCLSIM_DEVICE_TASKS_H
 
@@ -60,11 +60,5 @@ void *fc_task_scratch(fc_task *t, size_t n);
 uint64_t *fc_task_now(fc_task *t);
 void fc_sched_set_start(fc_sched *s, uint64_t t);
 uint64_t fc_sched_end(const fc_sched *s);
-
-/* Block until cond holds. */
-#define FC_WAIT_UNTIL(t, cond, what)                                           \
-    do {                                                                       \
-        while (!(cond)) fc_task_block((t), (what));                            \
-    } while (0)
 
 #endif

@@ -30,7 +30,6 @@ static void run_op(struct CUstream_st *s, fc_op_fn fn, void *arg, uint64_t submi
     s->modelled_done = fc_time_op_finish(outer);
 }
 
-/* After an operation: its stream's progress, and one op less in flight. */
 struct stream_ext { /* state private to this file */
     struct CUstream_st s;
     bool busy;      /* an operation is running (worker or inline) */
@@ -45,7 +44,8 @@ struct stream_ext { /* state private to this file */
 
 static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
 
-/* `inline_op`: the caller ran it, and the worker may wait for it to end. */
+/* After an operation: its stream's progress, and one op less in flight.
+ * `inline_op`: the caller ran it, and the worker may wait for it to end. */
 static void op_done(struct CUstream_st *s, bool inline_op)
 {
     s->completed++;

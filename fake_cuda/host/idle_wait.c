@@ -1,8 +1,7 @@
 /* Part of libncclsim-host.so: idle NCCL proxy threads sleep (see idle.h).
  *
  * NCCL's progress thread loops over its operations and, when none moved,
- * calls sched_yield (std::this_thread::yield); the net plugin's empty
- * non-blocking receives yield too (yield_on_empty.c). On a machine running
+ * calls sched_yield (std::this_thread::yield). On a machine running
  * many more ranks than it has cores, those yields are most of the CPU time
  * (a 2 x 8 run on 2 cores: ~40 % of all samples in sched_yield). Here a
  * progress thread that yielded IDLE_YIELDS times in a row without anything
@@ -122,6 +121,14 @@ static void sleep_until_event(uint32_t seen, long ns)
     uint64_t drained;
     if (read(wake_fd, &drained, sizeof drained) < 0) { /* nothing to drain */
     }
+}
+
+/* The plain yield (yield_on_empty.c: a receive that found nothing, inside
+ * the loop, before the plugin has updated what a sleep must watch). */
+int host_yield(void)
+{
+    REAL(sched_yield);
+    return fn_();
 }
 
 EXPORT int sched_yield(void)

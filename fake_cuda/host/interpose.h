@@ -16,4 +16,7 @@
         __atomic_store_n(&real_, fn_, __ATOMIC_RELAXED);                                   \
     }
 
+/* idle_wait.c: sched_yield without the sleep of an idle proxy thread. */
+int host_yield(void);
+
 #endif

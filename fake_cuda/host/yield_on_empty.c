@@ -18,7 +18,7 @@ static void yield_if_empty(long r)
 {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
         int e = errno;
-        sched_yield();
+        host_yield(); /* not one that may sleep: idle_wait.c */
         errno = e;
     }
 }
