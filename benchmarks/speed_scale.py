@@ -37,10 +37,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, table, write_json  # noqa: E402
+
+Log = Callable[[str], None]
+Figure = tuple[list[str], list[list[Any]], list[dict]]
 
 SMALL_SHAPES = [(1, 2), (2, 1), (1, 8), (2, 8), (8, 8)]
 SMALL_ITERS = 300
@@ -82,7 +85,7 @@ class PeakMemory:
         return self.peak - self.base
 
 
-def launch(exe: str, hosts: int, gpus: int, command: list[str], extra: list[str] = (),
+def launch(exe: str, hosts: int, gpus: int, command: list[str], extra: tuple[str, ...] | list[str] = (),
            timeout: float = 1800) -> dict[str, Any]:
     """One `ncclsim launch`; its wall time, exit status and (with the probe's
     --json) the probe's result."""
@@ -121,7 +124,7 @@ def interpreter_of(exe: str) -> str:
     return str(Path(exe).parent / "python")
 
 
-def small(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+def small(installs: dict[str, str], log: Log) -> Figure:
     rows, raw = [], []
     for hosts, gpus in SMALL_SHAPES:
         row: list[Any] = [f"{hosts} x {gpus}"]
@@ -134,7 +137,7 @@ def small(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], li
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
 
 
-def large(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+def large(installs: dict[str, str], log: Log) -> Figure:
     rows, raw = [], []
     for label_proc, extra in (("a process per GPU", []), ("a process per host", ["--gpus-per-process", "8"])):
         row: list[Any] = [f"2 x 8, {label_proc}"]
@@ -147,7 +150,7 @@ def large(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], li
     return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
 
 
-def perf(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+def perf(installs: dict[str, str], log: Log) -> Figure:
     from perf_sweep import build  # nvcc; only this figure needs it
     with tempfile.TemporaryDirectory(prefix="ncclsim-perf-") as tmp:
         exe_perf, _ = build(Path(tmp))
@@ -161,7 +164,7 @@ def perf(installs: dict[str, str], log) -> tuple[list[str], list[list[Any]], lis
     return ["nccl_perf AllReduce sweep, wall s", *installs], [row], raw
 
 
-def scale(installs: dict[str, str], hosts_list: list[int], log) -> tuple[list[str], list[list[Any]], list[dict]]:
+def scale(installs: dict[str, str], hosts_list: list[int], log: Log) -> Figure:
     rows, raw = [], []
     for hosts in hosts_list:
         row: list[Any] = [f"{hosts} x 8"]
@@ -183,17 +186,21 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--scale", default="8,32,64,128", help="hosts of 8 GPUs for the scale figure")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    bad = [a for a in args.ncclsim if "=" not in a or not Path(a.split("=", 1)[1]).is_file()]
+    if bad:
+        ap.error(f"--ncclsim wants LABEL=PATH of an ncclsim script: {', '.join(bad)}")
     installs = dict(a.split("=", 1) for a in args.ncclsim) or {"now": str(Path(sys.executable).parent / "ncclsim")}
+    unknown = [f for f in args.figures.split(",") if f not in ("small", "large", "perf", "scale")]
+    if unknown:
+        ap.error(f"unknown figure(s) {', '.join(unknown)}: choose from small, large, perf, scale")
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     figures = args.figures.split(",")
     out: dict[str, Any] = {"machine": machine(), "installs": installs, "runs": []}
     for name in figures:
         if name == "scale":
             headers, rows, raw = scale(installs, [int(h) for h in args.scale.split(",")], log)
-        elif name in ("small", "large", "perf"):
-            headers, rows, raw = globals()[name](installs, log)
         else:
-            ap.error(f"unknown figure {name!r}: choose from small, large, perf, scale")
+            headers, rows, raw = {"small": small, "large": large, "perf": perf}[name](installs, log)
         out["runs"] += raw
         print(table(headers, rows) + "\n", flush=True)
     write_json(args.json, out)
