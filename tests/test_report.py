@@ -540,3 +540,19 @@ def test_parse_misc_lines():
                          "busId 118000 commId 0x9c26a9c7e9d9f949 - Init START")
     assert (init.rank, init.nranks, init.stage, init.comm_id, init.busid) == (8, 16, "START", "0x9c26a9c7e9d9f949",
                                                                             "0001:18:00.0")
+
+
+def test_rank0_ring_line_cut_by_nccl_still_agrees() -> None:
+    """NCCL prints rank 0's ring in at most 128 characters: with 64 ranks the
+    Channel line holds the ring's first ranks only, which must agree, and a
+    wrong start must not."""
+    from ncclsim.report import parse_log as pl
+    from ncclsim.report.structure import build_rings
+    n = 64
+    ring = [0, *range(n - 1, 0, -1)]  # 0 63 62 ... 1
+    links = {0: [pl.RingLink(0, ring[i - 1], ring[i], ring[(i + 1) % n]) for i in range(n)]}
+    shown = tuple(ring[:28])
+    _, checks = build_rings(links, {0: pl.RingOrder(0, 1, shown)}, n)
+    assert [c.ok for c in checks] == [True, True], checks
+    _, checks = build_rings(links, {0: pl.RingOrder(0, 1, (0, 1, 2))}, n)
+    assert [c.ok for c in checks] == [True, False], checks

@@ -65,7 +65,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="where logs, dumps and the report go (default ncclsim-runs/<time>-<H>x<G>)")
     p.add_argument("command", nargs=argparse.REMAINDER,
                    help="-- CMD ARGS...: the program every rank runs, unchanged "
-                        "(default: the built-in probe, AllReduce of 8 B to 16 MiB, results checked)")
+                        "(default: the built-in probe, AllReduce of 8 B to 16 MiB, results checked; "
+                        "with many GPUs its largest sizes are left out until its buffers take at most "
+                        "a quarter of the memory available)")
 
 
 def options(args: argparse.Namespace) -> LaunchOptions:

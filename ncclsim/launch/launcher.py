@@ -18,7 +18,8 @@ from ncclsim.launch.machines import Placement, place
 from ncclsim.launch.rendezvous import Rendezvous
 from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
-from ncclsim.launch.options import LaunchError, LaunchOptions, check_environment, probe_command, resolve_command
+from ncclsim.launch.options import (PROBE_MEMORY_SHARE, PROBE_SIZES, LaunchError, LaunchOptions, available_memory,
+                                    check_environment, probe_command, probe_sizes, resolve_command)
 from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
@@ -26,6 +27,7 @@ from ncclsim.paths import mpiexec
 from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
+from ncclsim.sizes import human_bytes
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.host_summary import HostSummary
 from ncclsim.topology import topo_option
@@ -137,6 +139,21 @@ def _imported(opts: LaunchOptions, err: TextIO) -> Optional[ImportResult]:
     return result
 
 
+def _probe_sizes(opts: LaunchOptions, placement: Placement, gpus: int, err: TextIO) -> tuple[int, ...]:
+    """The default probe's sizes: what this machine's memory holds (said when cut)."""
+    available = available_memory()
+    if opts.no_payload or available is None:  # without payload, buffers hold no memory
+        return PROBE_SIZES
+    gpus_here = placement.hosts_per_machine * gpus
+    sizes = probe_sizes(gpus_here, available)
+    if sizes != PROBE_SIZES:
+        cut = PROBE_SIZES[len(sizes)]
+        err.write(f"ncclsim: default probe: AllReduce 8 B to {human_bytes(sizes[-1])}: buffers of "
+                  f"{human_bytes(cut)} for {gpus_here} GPUs would take {2 * cut * gpus_here / 1e9:.1f} GB, "
+                  f"more than {PROBE_MEMORY_SHARE:.0%} of the {available / 1e9:.1f} GB available\n")
+    return sizes
+
+
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
            err: TextIO = sys.stderr) -> int:
     opts.check()
@@ -148,11 +165,11 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     if gpus % opts.gpus_per_process:
         raise LaunchError(f"--gpus-per-process {opts.gpus_per_process} does not divide the "
                           f"{gpus} GPUs of a host")
-    command = ((resolve_command(opts.command[0]), *opts.command[1:]) if opts.command
-               else probe_command(opts.gpus_per_process))
     per_host = gpus // opts.gpus_per_process
     nranks = opts.hosts * per_host
     placement = place(opts.hosts, per_host, opts.hostfile)
+    command = ((resolve_command(opts.command[0]), *opts.command[1:]) if opts.command
+               else probe_command(opts.gpus_per_process, _probe_sizes(opts, placement, gpus, err)))
     exe = mpiexec()
     nccl_lib = _nccl_lib(opts.nccl, err)
 

@@ -98,11 +98,36 @@ def resolve_command(name: str) -> str:
 
 # What the built-in probe runs by default: one AllReduce per size from 8 B to
 # 16 MiB, enough for the report to show NCCL's algorithm and protocol choices.
-PROBE_DEFAULT_ARGS = ("--ops", "allreduce", "--sizes", "8,64K,1M,16M")
+PROBE_SIZES = (8, 64 << 10, 1 << 20, 16 << 20)
+# Each simulated GPU's send and receive buffers of the largest size are this
+# machine's memory: with many GPUs the largest sizes are left out until all
+# the buffers take at most this share of the memory available.
+PROBE_MEMORY_SHARE = 0.25
 
 
-def probe_command(gpus_per_process: int) -> tuple[str, ...]:
-    return (*ncclsim_command(), "probe", "--gpus-per-process", str(gpus_per_process), *PROBE_DEFAULT_ARGS)
+def probe_sizes(gpus_here: int, available: int) -> tuple[int, ...]:
+    """The default probe's sizes for `gpus_here` simulated GPUs on a machine
+    with `available` bytes of memory available (at least 8 B and 64 KiB)."""
+    sizes = list(PROBE_SIZES)
+    while len(sizes) > 2 and 2 * sizes[-1] * gpus_here > PROBE_MEMORY_SHARE * available:
+        sizes.pop()
+    return tuple(sizes)
+
+
+def available_memory() -> Optional[int]:
+    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def probe_command(gpus_per_process: int, sizes: tuple[int, ...] = PROBE_SIZES) -> tuple[str, ...]:
+    return (*ncclsim_command(), "probe", "--gpus-per-process", str(gpus_per_process), "--ops", "allreduce",
+            "--sizes", ",".join(str(n) for n in sizes))
 
 
 def check_environment(environ: Mapping[str, str]) -> None:

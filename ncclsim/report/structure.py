@@ -46,6 +46,17 @@ def same_cycle(a: Sequence[int], b: Sequence[int]) -> bool:
     return list(a) == list(b[i:]) + list(b[:i])
 
 
+def _agrees(order: Sequence[int], shown: Sequence[int], nranks: int) -> bool:
+    """Rank 0's Channel line shows the ring `order` walks. NCCL cuts that line
+    at 128 characters (dumpLine in graph/rings.cc; without its "..." when the
+    cut falls on the last position), so a line of fewer ranks is the ring's
+    start from rank 0."""
+    if len(shown) >= nranks or not shown or shown[0] not in order:
+        return same_cycle(order, shown)
+    i = list(order).index(shown[0])
+    return (list(order[i:]) + list(order[:i]))[:len(shown)] == list(shown)
+
+
 def build_rings(links: Mapping[int, Sequence[pl.RingLink]], orders: Mapping[int, pl.RingOrder],
                 nranks: Optional[int]) -> tuple[dict[int, tuple[int, ...]], list[Check]]:
     """Rings per channel from the per-rank links (rank 0's whole-ring line where links
@@ -64,7 +75,7 @@ def build_rings(links: Mapping[int, Sequence[pl.RingLink]], orders: Mapping[int,
             problem = _ring_problem(order, next_of, prev_of, nranks)
             if problem:
                 broken.append(f"channel {channel}: {problem}")
-            if order0 is not None and not same_cycle(order, order0.ranks):
+            if order0 is not None and not _agrees(order, order0.ranks, nranks):
                 disagree.append(f"channel {channel}")
             rings[channel] = tuple(order) if not problem or order0 is None else order0.ranks
         elif order0 is not None:

@@ -1,0 +1,30 @@
+"""The default probe of `ncclsim launch` sizes its buffers to the machine: every
+simulated GPU's send and receive buffers are this machine's memory, so with
+many GPUs the largest sizes are left out (ncclsim/launch/options.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ncclsim.launch.options import PROBE_SIZES, probe_command, probe_sizes
+
+GB = 10**9
+MiB = 1 << 20
+
+
+@pytest.mark.parametrize("gpus, available, largest", [
+    (16, 20 * GB, 16 * MiB),     # 2 x 8: 0.5 GB of buffers
+    (256, 20 * GB, 1 * MiB),     # 32 x 8: 16 MiB would take 8.6 GB, more than a quarter
+    (1024, 20 * GB, 1 * MiB),    # 128 x 8: 1 MiB takes 2.1 GB
+    (1024, 2 * GB, 64 << 10),    # never fewer than 8 B and 64 KiB
+])
+def test_largest_size_fits_a_quarter_of_memory(gpus: int, available: int, largest: int) -> None:
+    sizes = probe_sizes(gpus, available)
+    assert sizes == PROBE_SIZES[:len(sizes)] and sizes[-1] == largest
+    assert len(sizes) == 2 or 2 * sizes[-1] * gpus <= available / 4
+
+
+def test_probe_command_names_the_sizes() -> None:
+    cmd = probe_command(1, (8, 65536))
+    assert cmd[-4:] == ("--ops", "allreduce", "--sizes", "8,65536")
+    assert probe_command(8)[-1] == ",".join(str(n) for n in PROBE_SIZES)
