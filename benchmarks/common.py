@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
+from ncclsim.meminfo import meminfo  # the interpreter's ncclsim
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 HOST_PRELOAD = "libncclsim-host.so"  # preloaded by `ncclsim env`, `launch` and `probe`
@@ -54,13 +56,6 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
-    mem_kib = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem_kib = int(line.split()[1])
-    except OSError:
-        pass
     try:
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                                 capture_output=True, text=True, check=False).stdout.strip()
@@ -68,7 +63,7 @@ def machine() -> dict[str, Any]:
         commit = ""
     return {"date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpus": os.cpu_count(), "cpu_model": model,
-            "memory_gib": round(mem_kib / 2**20, 1), "kernel": platform.release(),
+            "memory_gib": round(meminfo().get("MemTotal", 0) / 2**30, 1), "kernel": platform.release(),
             "python": platform.python_version(), "commit": commit or "?",
             "loadavg_start": loadavg()}
 

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ncclsim.meminfo import meminfo  # the interpreter's ncclsim
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import machine, table, write_json  # noqa: E402
 
@@ -52,11 +54,8 @@ LARGE_ITERS = 3
 
 def meminfo_used() -> int:
     """Bytes in use on the machine: MemTotal - MemAvailable."""
-    fields = {}
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        name, value = line.split(":", 1)
-        fields[name] = int(value.split()[0]) * 1024
-    return fields["MemTotal"] - fields["MemAvailable"]
+    m = meminfo()
+    return m["MemTotal"] - m["MemAvailable"]
 
 
 class PeakMemory:

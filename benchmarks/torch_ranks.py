@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+from ncclsim.meminfo import meminfo  # the interpreter's ncclsim
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (loadavg, machine, ncclsim_exe, parse_configs, rollup, ROOT, scan_run,  # noqa: E402
                     table, temp_dir, write_json)
@@ -50,10 +52,8 @@ def is_rank(pid: int) -> bool:
 
 
 def available_mb() -> float:
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemAvailable:"):
-            return int(line.split()[1]) * 1024 / MB
-    return float("nan")
+    available = meminfo().get("MemAvailable")
+    return available / MB if available is not None else float("nan")
 
 
 @dataclass

@@ -28,3 +28,10 @@ def test_probe_command_names_the_sizes() -> None:
     cmd = probe_command(1, (8, 65536))
     assert cmd[-4:] == ("--ops", "allreduce", "--sizes", "8,65536")
     assert probe_command(8)[-1] == ",".join(str(n) for n in PROBE_SIZES)
+
+
+def test_meminfo_in_bytes() -> None:
+    """What the sizing reads: /proc/meminfo's fields in bytes."""
+    from ncclsim.meminfo import meminfo
+    m = meminfo()
+    assert 0 < m["MemAvailable"] <= m["MemTotal"] and m["MemTotal"] % 1024 == 0

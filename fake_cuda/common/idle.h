@@ -27,11 +27,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-/* Defined by libncclsim-host.so when it is preloaded; NULL otherwise. */
-extern void ncclsim_nudge_proxies(void) __attribute__((weak));
-extern void ncclsim_nudge_gpus(void) __attribute__((weak));
-extern volatile uint32_t *ncclsim_gpu_nudges(void) __attribute__((weak));
-extern void ncclsim_watch_fd(int fd, short events) __attribute__((weak));
+#include "host_lib.h"
 
 /* Wake every thread sleeping on the 32-bit word at `word` (any process that
  * maps it). */

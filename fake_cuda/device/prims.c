@@ -22,18 +22,12 @@
 #define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
-/* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian). */
-static void fc_prims_post(volatile uint64_t *counter, uint64_t value)
+/* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian);
+ * `proxy`: NCCL's proxy reads it too (a connection with a FIFO). */
+static void post_counter(volatile uint64_t *counter, uint64_t value, bool proxy)
 {
     __atomic_store_n(counter, value, __ATOMIC_RELEASE);
-    fc_wake_word(counter, false);
-}
-
-/* A post NCCL's proxy reads too: a connection with a FIFO. */
-static void post_proxied(const fc_conn *c, volatile uint64_t *counter, uint64_t value)
-{
-    __atomic_store_n(counter, value, __ATOMIC_RELEASE);
-    fc_wake_word(counter, c->fifo != NULL);
+    fc_wake_word(counter, proxy);
 }
 
 /* ---- multicast (NVLS) ---- */
@@ -65,10 +59,10 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
 {
     const fc_mc_view *v = c->mc_credits;
     if (!v) {
-        post_proxied(c, counter, value);
+        post_counter(counter, value, c->fifo != NULL);
         return;
     }
-    for (int i = 0; i < v->n; i++) fc_prims_post(copy_of(counter, v, i), value);
+    for (int i = 0; i < v->n; i++) post_counter(copy_of(counter, v, i), value, false);
 }
 
 /* Every copy of a multicast buffer address (or the address itself). */
@@ -592,7 +586,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) post_proxied(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) post_counter(p->recv[i].head, ++p->rstep[i], p->recv[i].fifo != NULL);
     if (send)
         for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
     fc_task_progress(p->t);
@@ -689,10 +683,10 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
         for (int i = 0; i < p->nsend; i++) {
             p->sstep[i]++;
-            if (p->send[i].fifo) post_proxied(&p->send[i], p->send[i].tail, p->sstep[i]);
+            if (p->send[i].fifo) post_counter(p->send[i].tail, p->sstep[i], true);
         }
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) post_proxied(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
+        for (int i = 0; i < p->nrecv; i++) post_counter(p->recv[i].head, ++p->rstep[i], p->recv[i].fifo != NULL);
     fc_task_progress(p->t);
 }
 

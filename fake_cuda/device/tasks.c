@@ -34,6 +34,14 @@
  * (NCCLSIM_STALL_SECONDS, default 30; 0: never). */
 #define STALL_REPORT_DEFAULT_S 30
 
+/* What a blocked flow waits for, which decides when the scheduler resumes it. */
+typedef enum {
+    WAIT_POLL,       /* something nobody wakes it for (or it is new): resumed every pass */
+    WAIT_WORD,       /* a word ncclsim's writers wake it for */
+    WAIT_PROXY_WORD, /* a word NCCL's proxy writes: polled a while after the plugin's announcements */
+    WAIT_JOIN,       /* its parts, in this scheduler */
+} wait_kind;
+
 struct fc_task {
     ucontext_t ctx; /* its start */
     jmp_buf env;    /* where it blocked */
@@ -46,10 +54,9 @@ struct fc_task {
     uint64_t now;  /* the flow's modelled time (see tasks.h) */
     bool done;
     const char *waiting; /* what it blocked on last */
-    const volatile uint32_t *word; /* while set: runs again once *word != seen */
+    wait_kind wait;
+    const volatile uint32_t *word; /* WAIT_WORD, WAIT_PROXY_WORD: runs again once *word != seen */
     uint32_t seen;
-    bool polled; /* blocked without a word, or on one nobody wakes (NCCL's proxy writes it) */
-    bool joining; /* in fc_task_join */
     void *stack;
     void *scratch;
     size_t scratch_size;
@@ -220,9 +227,9 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
     t->next = NULL;
     t->children = 0;
     t->now = parent ? parent->now : s->start;
-    t->done = t->polled = t->joining = false;
+    t->done = false;
     t->waiting = NULL;
-    t->word = NULL;
+    t->wait = WAIT_POLL;
     t->fn = fn;
     t->arg = arg;
     if (parent) parent->children++;
@@ -233,34 +240,27 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
     return true;
 }
 
-void fc_task_block(fc_task *t, const char *what)
+static void block_on(fc_task *t, wait_kind kind, const char *what)
 {
+    t->wait = kind;
     t->waiting = what;
-    t->polled = true;
     switch_out(t);
 }
+
+void fc_task_block(fc_task *t, const char *what) { block_on(t, WAIT_POLL, what); }
 
 void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what)
 {
     t->word = word;
     t->seen = seen;
-    t->polled = proxy;
-    t->waiting = what;
-    switch_out(t);
-    t->word = NULL;
+    block_on(t, proxy ? WAIT_PROXY_WORD : WAIT_WORD, what);
 }
 
 void fc_task_progress(fc_task *t) { t->sched->progress++; }
 
 void fc_task_join(fc_task *t)
 {
-    t->joining = true; /* resumed once its parts (in this scheduler) are done */
-    while (t->children) {
-        t->waiting = "its parts to finish";
-        t->polled = false;
-        switch_out(t);
-    }
-    t->joining = false;
+    while (t->children) block_on(t, WAIT_JOIN, "its parts to finish");
 }
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
@@ -293,10 +293,13 @@ static void report_stall(fc_sched *s)
         fc_log_fatal_config("  %s", t->waiting ? t->waiting : "(running)");
 }
 
+static bool waits_for_word(const fc_task *t) { return t->wait == WAIT_WORD || t->wait == WAIT_PROXY_WORD; }
+
 /* Still waiting (for its word, for its parts): not worth a switch into the flow. */
 static bool unchanged(const fc_task *t)
 {
-    return (t->word && __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->seen) || (t->joining && t->children);
+    if (waits_for_word(t)) return __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->seen;
+    return t->wait == WAIT_JOIN && t->children;
 }
 
 /* Sleep until a flow's word changes, the net plugin completes a request
@@ -311,7 +314,7 @@ static bool sleep_for_words(fc_sched *s, long ns)
                                       .flags = FUTEX_32};
     }
     for (fc_task *t = s->tasks; t; t = t->next) {
-        if (!t->word) continue;
+        if (!waits_for_word(t)) continue;
         if (n == FUTEX_WAITV_MAX) { /* too many to watch: poll */
             n = 0;
             break;
@@ -354,8 +357,9 @@ bool fc_sched_run(fc_sched *s)
             continue;
         }
         if (s->stop && s->stop(s->stop_arg)) return true;
-        bool polled = false;
-        for (fc_task *t = s->tasks; t && !polled; t = t->next) polled = t->polled;
+        bool polled = false; /* a flow waits for what nobody wakes it for */
+        for (fc_task *t = s->tasks; t && !polled; t = t->next)
+            polled = t->wait == WAIT_POLL || t->wait == WAIT_PROXY_WORD;
         if (++idle <= SPIN_PASSES && polled) {
             sched_yield();
             continue;

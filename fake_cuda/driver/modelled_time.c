@@ -1,59 +1,48 @@
 /* Modelled time in the driver (NCCLSIM_CLOCK=model; see device_link.h).
  *
- * The program's clock is libncclsim-host.so's (ncclsim_clock_*, found with
- * dlsym): calls charge it their host cost, waits move it to the modelled
+ * The program's clock is libncclsim-host.so's (ncclsim_clock_*,
+ * host_lib.h): calls charge it their host cost, waits move it to the modelled
  * completion of what was waited for. Each stream has a timeline: an
  * operation starts when the stream has finished the previous one and the
  * host has submitted it, and ends when its modelled work is done (a copy's
  * transfer, an NCCL kernel's last step). Without the host library, or with
  * NCCLSIM_CLOCK unset, everything here is inert and time stays real. */
-#include <dlfcn.h>
-
+#include "host_lib.h"
 #include "internal.h"
 #include "timing.h"
 
-static struct {
-    bool on;
-    uint64_t (*now)(void);
-    uint64_t (*advance)(uint64_t);
-    uint64_t (*reach)(uint64_t);
-    void (*gpu_work)(long);
-} clk;
+static bool clk_on;
 static pthread_once_t clk_once = PTHREAD_ONCE_INIT;
 
 static void clk_load(void)
 {
-    bool (*modelled)(void) = (bool (*)(void))dlsym(RTLD_DEFAULT, "ncclsim_clock_modelled");
-    clk.now = (uint64_t (*)(void))dlsym(RTLD_DEFAULT, "ncclsim_clock_now");
-    clk.advance = (uint64_t (*)(uint64_t))dlsym(RTLD_DEFAULT, "ncclsim_clock_advance");
-    clk.reach = (uint64_t (*)(uint64_t))dlsym(RTLD_DEFAULT, "ncclsim_clock_reach");
-    clk.gpu_work = (void (*)(long))dlsym(RTLD_DEFAULT, "ncclsim_clock_gpu_work");
-    clk.on = modelled && clk.now && clk.advance && clk.reach && clk.gpu_work && modelled();
+    clk_on = ncclsim_clock_modelled && ncclsim_clock_now && ncclsim_clock_advance && ncclsim_clock_reach &&
+             ncclsim_clock_gpu_work && ncclsim_clock_modelled();
 }
 
 bool fc_time_modelled(void)
 {
     pthread_once(&clk_once, clk_load);
-    return clk.on;
+    return clk_on;
 }
 
 uint64_t fc_time_ns(double us) { return us > 0 ? (uint64_t)(us * 1000.0 + 0.5) : 0; }
 
-uint64_t fc_time_host_now(void) { return fc_time_modelled() ? clk.now() : 0; }
+uint64_t fc_time_host_now(void) { return fc_time_modelled() ? ncclsim_clock_now() : 0; }
 
 void fc_time_host_charge(double us)
 {
-    if (fc_time_modelled()) clk.advance(fc_time_ns(us));
+    if (fc_time_modelled()) ncclsim_clock_advance(fc_time_ns(us));
 }
 
 void fc_time_host_reach(uint64_t t)
 {
-    if (fc_time_modelled()) clk.reach(t);
+    if (fc_time_modelled()) ncclsim_clock_reach(t);
 }
 
 void fc_time_gpu_work(long delta)
 {
-    if (fc_time_modelled()) clk.gpu_work(delta);
+    if (fc_time_modelled()) ncclsim_clock_gpu_work(delta);
 }
 
 /* ---- the operation a stream is running (on the thread running it) ---- */

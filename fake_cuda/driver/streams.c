@@ -155,21 +155,6 @@ static void *worker_main(void *arg)
 }
 
 static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
-                    bool quick, fc_op_ready_fn ready);
-
-bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
-                       bool inline_ok)
-{
-    return enqueue(s, fn, arg, arg_size, inline_ok, false, NULL);
-}
-
-bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
-                             fc_op_ready_fn ready)
-{
-    return enqueue(s, fn, arg, arg_size, !ready, true, ready);
-}
-
-static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
                     bool quick, fc_op_ready_fn ready)
 {
     struct stream_ext *e = ext(s);
@@ -220,6 +205,18 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return true;
+}
+
+bool fc_stream_enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                       bool inline_ok)
+{
+    return enqueue(s, fn, arg, arg_size, inline_ok, false, NULL);
+}
+
+bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size,
+                             fc_op_ready_fn ready)
+{
+    return enqueue(s, fn, arg, arg_size, !ready, true, ready);
 }
 
 void fc_stream_wait_idle(struct CUstream_st *s)

@@ -22,8 +22,8 @@
  * stay on real time (the caller's library decides), so their timeouts and
  * heartbeats keep working; MPI_Wtime is real time too.
  *
- * The driver reaches this clock through the ncclsim_clock_* functions (found
- * with dlsym): a process without this library keeps real time. */
+ * The driver reaches this clock through the ncclsim_clock_* functions
+ * (host_lib.h): a process without this library keeps real time. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host_lib.h"
 #include "interpose.h"
 
 /* glibc declares some pointers nonnull; programs may pass NULL all the same,

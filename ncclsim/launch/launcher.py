@@ -18,8 +18,8 @@ from ncclsim.launch.machines import Placement, place
 from ncclsim.launch.rendezvous import Rendezvous
 from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
-from ncclsim.launch.options import (PROBE_MEMORY_SHARE, PROBE_SIZES, LaunchError, LaunchOptions, available_memory,
-                                    check_environment, probe_command, probe_sizes, resolve_command)
+from ncclsim.launch.options import (PROBE_MEMORY_SHARE, PROBE_SIZES, LaunchError, LaunchOptions, check_environment,
+                                    probe_command, probe_sizes, resolve_command)
 from ncclsim.launch.supervise import Outcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
@@ -27,6 +27,7 @@ from ncclsim.paths import mpiexec
 from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
+from ncclsim.meminfo import meminfo
 from ncclsim.sizes import human_bytes
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.host_summary import HostSummary
@@ -141,7 +142,7 @@ def _imported(opts: LaunchOptions, err: TextIO) -> Optional[ImportResult]:
 
 def _probe_sizes(opts: LaunchOptions, placement: Placement, gpus: int, err: TextIO) -> tuple[int, ...]:
     """The default probe's sizes: what this machine's memory holds (said when cut)."""
-    available = available_memory()
+    available = meminfo().get("MemAvailable")
     if opts.no_payload or available is None:  # without payload, buffers hold no memory
         return PROBE_SIZES
     gpus_here = placement.hosts_per_machine * gpus

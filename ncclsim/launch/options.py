@@ -114,17 +114,6 @@ def probe_sizes(gpus_here: int, available: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def available_memory() -> Optional[int]:
-    """MemAvailable of /proc/meminfo in bytes (None where there is none)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
 def probe_command(gpus_per_process: int, sizes: tuple[int, ...] = PROBE_SIZES) -> tuple[str, ...]:
     return (*ncclsim_command(), "probe", "--gpus-per-process", str(gpus_per_process), "--ops", "allreduce",
             "--sizes", ",".join(str(n) for n in sizes))

@@ -1,0 +1,26 @@
+/* The entry points of libncclsim-host.so (fake_cuda/host/) that ncclsim's
+ * other libraries call: declared weak, so each is NULL in a process that
+ * runs without the host library preloaded, and the caller then does without
+ * (real time instead of the modelled clock, polling instead of sleeping). */
+#ifndef NCCLSIM_COMMON_HOST_LIB_H
+#define NCCLSIM_COMMON_HOST_LIB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define NCCLSIM_HOST_API __attribute__((weak, visibility("default")))
+
+/* The modelled clock (modelled_clock.c; the driver's side: modelled_time.c). */
+NCCLSIM_HOST_API bool ncclsim_clock_modelled(void);
+NCCLSIM_HOST_API uint64_t ncclsim_clock_now(void);
+NCCLSIM_HOST_API uint64_t ncclsim_clock_advance(uint64_t ns);
+NCCLSIM_HOST_API uint64_t ncclsim_clock_reach(uint64_t t);
+NCCLSIM_HOST_API void ncclsim_clock_gpu_work(long delta);
+
+/* Idle waiting (idle_wait.c; see idle.h). */
+NCCLSIM_HOST_API void ncclsim_nudge_proxies(void);
+NCCLSIM_HOST_API void ncclsim_nudge_gpus(void);
+NCCLSIM_HOST_API volatile uint32_t *ncclsim_gpu_nudges(void);
+NCCLSIM_HOST_API void ncclsim_watch_fd(int fd, short events);
+
+#endif
