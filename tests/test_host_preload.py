@@ -1,6 +1,7 @@
 """libncclsim-host.so's zero fills: a large memset(0) of a shared /dev/shm
-mapping punches a hole (the same bytes, no memory held); any other memory
-gets the real memset."""
+mapping punches a hole, of private anonymous memory drops the pages (the
+same bytes, no memory held); any other memory (a private file mapping, small
+fills) gets the real memset."""
 
 from __future__ import annotations
 
@@ -16,17 +17,23 @@ import ctypes, mmap, os, sys
 MB = 1 << 20
 libc = ctypes.CDLL(None)
 
+def rss_anon():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("RssAnon:"))
+
 def fill_and_zero(buf, start, length, fd=None):
     # Fill buf with 0xff, zero [start, start + length), check the bytes; return
-    # what the file behind buf (fd) held right after the memset (reading the
-    # zeroes back allocates tmpfs pages again).
+    # what the file behind buf (fd) held right after the memset, or without
+    # one how much private memory the memset gave back (reading the zeroes
+    # back allocates pages again).
     buf[:] = b"\xff" * len(buf)
     addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
+    before = rss_anon()
     libc.__errno_location.restype = ctypes.POINTER(ctypes.c_int)
     libc.__errno_location().contents.value = 1234
     ctypes.memset(addr + start, 0, length)
     assert libc.__errno_location().contents.value == 1234, "memset changed errno"
-    held = os.fstat(fd).st_blocks * 512 if fd is not None else None
+    held = os.fstat(fd).st_blocks * 512 if fd is not None else before - rss_anon()
     assert buf[start:start + length] == bytes(length), "not zeroed"
     assert buf[:start] == b"\xff" * start and buf[start + length:] == b"\xff" * (len(buf) - start - length), \
         "bytes outside the fill changed"
@@ -39,18 +46,25 @@ os.posix_fallocate(fd, 0, 16 * MB)
 shared = mmap.mmap(fd, 16 * MB, mmap.MAP_SHARED)
 print("shared_bytes_held", fill_and_zero(shared, 100, 16 * MB - 300, fd))
 
-# Private memory, large and small: the real memset.
+# Private anonymous memory, large (malloc's mmap) and small.
 private = mmap.mmap(-1, 8 * MB, mmap.MAP_PRIVATE)
-fill_and_zero(private, 7, 8 * MB - 9)
+print("private_bytes_freed", fill_and_zero(private, 7, 8 * MB - 9))
 fill_and_zero(bytearray(4096), 1, 100)
+
+# A private mapping of a file: zeroing it must not bring the file's bytes back.
+os.ftruncate(fd, 4 * MB)
+os.pwrite(fd, b"\x5a" * (4 * MB), 0)
+copy = mmap.mmap(fd, 4 * MB, mmap.MAP_PRIVATE)
+fill_and_zero(copy, 3, 4 * MB - 5)
+assert os.pread(fd, 16, MB) == b"\x5a" * 16, "the file changed"
 os.unlink(path)
 print("ok")
 """
 
 
-def _shared_bytes_held(env: dict[str, str], tmp_path: Path) -> int:
+def _zero_fills(env: dict[str, str], tmp_path: Path) -> tuple[int, int]:
     """Runs CHILD (every byte checked there); what its segment held right
-    after the zero fill."""
+    after the zero fill, and how much private memory zeroing 8 MiB gave back."""
     segment = Path("/dev/shm") / f"ncclsim-test-zero-fill-{tmp_path.name}"
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, str(segment)], env=env, text=True,
@@ -59,17 +73,59 @@ def _shared_bytes_held(env: dict[str, str], tmp_path: Path) -> int:
         segment.unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("ok"), proc.stdout
-    return int(proc.stdout.split("shared_bytes_held ")[1].split()[0])
+    return (int(proc.stdout.split("shared_bytes_held ")[1].split()[0]),
+            int(proc.stdout.split("private_bytes_freed ")[1].split()[0]))
 
 
-def test_zero_fill_of_shared_memory_holds_no_pages(lib_dir: Path, clean_env: dict[str, str],
-                                                  tmp_path: Path) -> None:
-    held = _shared_bytes_held({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
+def test_zero_fill_holds_no_pages(lib_dir: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
+    held, freed = _zero_fills({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
     # Only the two edge pages, not the 16 MiB the file was allocated with.
     assert held <= 2 * 4096 * 4, held
+    # The 8 MiB of private memory written with 0xff before: all but the edges given back.
+    assert freed >= (8 << 20) - 4 * 4096, freed
 
 
 def test_without_the_preload_memset_holds_the_pages(clean_env: dict[str, str], tmp_path: Path) -> None:
-    """The same child without the preload: the segment stays allocated (the
-    test above measures the preload, not tmpfs)."""
-    assert _shared_bytes_held(clean_env, tmp_path) >= 16 << 20
+    """The same child without the preload: the segment and the private memory
+    stay allocated (the test above measures the preload, not the kernel)."""
+    held, freed = _zero_fills(clean_env, tmp_path)
+    assert held >= 16 << 20 and freed < 1 << 20, (held, freed)
+
+
+# A receive loop on an empty non-blocking socket, as NCCL's bootstrap and proxy
+# calls spin: CPU time spent while waiting 0.5 s, then how long after its
+# send the data was seen.
+SPIN = r"""
+import socket, threading, time
+a, b = socket.socketpair()
+a.setblocking(False)
+sent = []
+def later():
+    time.sleep(0.5)
+    sent.append(time.monotonic())
+    b.send(b"x")
+threading.Thread(target=later).start()
+cpu0, got = time.process_time(), b""
+while not got:
+    try:
+        got = a.recv(1)
+    except BlockingIOError:
+        pass
+print("cpu", time.process_time() - cpu0, "late", time.monotonic() - sent[0])
+"""
+
+
+def _spin(env: dict[str, str]) -> tuple[float, float]:
+    proc = subprocess.run([sys.executable, "-c", SPIN], env=env, text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    words = proc.stdout.split()
+    return float(words[1]), float(words[3])
+
+
+def test_empty_receive_loop_sleeps_until_data(lib_dir: Path, clean_env: dict[str, str]) -> None:
+    cpu, late = _spin({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)})
+    spinning_cpu, _ = _spin(clean_env)
+    # Spinning takes the whole 0.5 s of CPU; sleeping in poll() a small part.
+    assert cpu < 0.25 * spinning_cpu, (cpu, spinning_cpu)
+    # Woken by the data, not by a timeout much later.
+    assert late < 0.1, late

@@ -13,6 +13,7 @@
  * or a timeout passes (SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing
  * happens), which bounds what a missed event costs. Results and errno of
  * the calls are unchanged: what NCCL decides does not change. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -88,16 +89,17 @@ EXPORT void ncclsim_watch_fd(int fd, short events)
     ncclsim_nudge_proxies(); /* a sleeper polls the new set */
 }
 
-static bool is_progress_thread(void)
+enum host_thread host_thread_kind(void)
 {
-    static __thread int known; /* 0 unknown, 1 progress thread, 2 not (yet) */
+    static __thread int known = -1; /* -1: not looked at yet */
     static __thread unsigned calls;
-    if (known == 1) return true;
-    if (known == 2 && ++calls % NAME_RECHECK) return false;
+    if (known == HOST_THREAD_PROGRESS || (known >= 0 && ++calls % NAME_RECHECK)) return (enum host_thread)known;
     char name[17] = {0};
     prctl(PR_GET_NAME, name);
-    known = strncmp(name, "NCCL Progress", 13) == 0 ? 1 : 2;
-    return known == 1;
+    known = strncmp(name, "NCCL Progress", 13) == 0 ? HOST_THREAD_PROGRESS
+            : strncmp(name, "NCCL", 4) == 0     ? HOST_THREAD_NCCL
+                                                : HOST_THREAD_OTHER;
+    return (enum host_thread)known;
 }
 
 /* Sleep until a nudge, a watched socket or `ns` pass. */
@@ -123,7 +125,7 @@ static void sleep_until_event(uint32_t seen, long ns)
     }
 }
 
-/* The plain yield (yield_on_empty.c: a receive that found nothing, inside
+/* The plain yield (wait_on_empty.c: a receive that found nothing, inside
  * the loop, before the plugin has updated what a sleep must watch). */
 int host_yield(void)
 {
@@ -134,7 +136,7 @@ int host_yield(void)
 EXPORT int sched_yield(void)
 {
     REAL(sched_yield);
-    if (!is_progress_thread()) return fn_();
+    if (host_thread_kind() != HOST_THREAD_PROGRESS) return fn_();
     static __thread uint32_t seen;
     static __thread unsigned idle;
     uint32_t now = __atomic_load_n(&proxy_events, __ATOMIC_ACQUIRE);
@@ -149,6 +151,44 @@ EXPORT int sched_yield(void)
     sleep_until_event(seen, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS);
     errno = e;
     return 0;
+}
+
+/* NCCL's group launch, when several communicators of a process initialise
+ * or connect at once (a process driving all GPUs of its host), runs a thread
+ * per communicator and polls them with sleeps of 1 us (group.cc: sleep_for,
+ * usleep(1) before 2.28): each process then wakes ~20,000 times a second
+ * for as long as initialisation takes, which on a machine running a hundred
+ * such processes is more CPU than the initialisation itself. A sleep that
+ * NCCL asks for below POLL_SLEEP_MIN_NS lasts that long instead, doubling
+ * while the thread keeps polling, up to POLL_SLEEP_MAX_NS; a poll loop then
+ * notices a finished thread that much later, once per group launch. */
+#define POLL_SLEEP_MIN_NS 50000L
+#define POLL_SLEEP_MAX_NS 5000000L
+
+static bool nccl_code(const void *ret)
+{
+    Dl_info info;
+    if (!dladdr(ret, &info) || !info.dli_fname) return false;
+    const char *base = strrchr(info.dli_fname, '/');
+    return !strncmp(base ? base + 1 : info.dli_fname, "libnccl.so", 10);
+}
+
+const struct timespec *host_sleep_length(const void *ret, const struct timespec *req, struct timespec *longer)
+{
+    static __thread long next_ns;      /* this thread's next polling sleep */
+    static __thread struct timespec last; /* when its last one ended */
+    if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 || !nccl_code(ret))
+        return req;
+    REAL(clock_gettime); /* real time: this library's own is the modelled clock's */
+    struct timespec now;
+    fn_(CLOCK_MONOTONIC, &now);
+    long since = (now.tv_sec - last.tv_sec) * 1000000000L + (now.tv_nsec - last.tv_nsec);
+    /* polling on: the previous sleep ended moments ago */
+    next_ns = since >= 0 && since < POLL_SLEEP_MIN_NS && next_ns ? next_ns * 2 : POLL_SLEEP_MIN_NS;
+    if (next_ns > POLL_SLEEP_MAX_NS) next_ns = POLL_SLEEP_MAX_NS;
+    *longer = (struct timespec){0, next_ns};
+    last = (struct timespec){now.tv_sec + (now.tv_nsec + next_ns) / 1000000000L, (now.tv_nsec + next_ns) % 1000000000L};
+    return longer;
 }
 
 /* NCCL posts operations to its proxy and then signals the proxy's condition

@@ -19,4 +19,14 @@
 /* idle_wait.c: sched_yield without the sleep of an idle proxy thread. */
 int host_yield(void);
 
+/* idle_wait.c: which thread calls, by the name NCCL gives its threads
+ * (NCCL_SET_THREAD_NAME=1): a proxy progress thread, another of NCCL's
+ * (service, UDS), or any other (a rank's own, NCCL's init jobs). */
+enum host_thread { HOST_THREAD_OTHER, HOST_THREAD_PROGRESS, HOST_THREAD_NCCL };
+enum host_thread host_thread_kind(void);
+
+/* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`
+ * (NCCL's polling sleeps last longer); `req` itself or `*longer`. */
+const struct timespec *host_sleep_length(const void *ret, const struct timespec *req, struct timespec *longer);
+
 #endif

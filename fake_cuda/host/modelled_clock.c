@@ -244,7 +244,8 @@ EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
 {
     program_sleeps(__builtin_return_address(0), req);
     REAL(nanosleep);
-    return fn_(req, rem);
+    struct timespec longer;
+    return fn_(host_sleep_length(__builtin_return_address(0), req, &longer), rem);
 }
 
 EXPORT int clock_nanosleep(clockid_t id, int flags, const struct timespec *req, struct timespec *rem)
@@ -262,8 +263,13 @@ EXPORT int clock_nanosleep(clockid_t id, int flags, const struct timespec *req, 
 
 EXPORT int usleep(useconds_t us)
 {
-    struct timespec req = {us / 1000000, (long)(us % 1000000) * 1000};
+    struct timespec req = {us / 1000000, (long)(us % 1000000) * 1000}, longer;
     program_sleeps(__builtin_return_address(0), &req);
+    const struct timespec *sleep = host_sleep_length(__builtin_return_address(0), &req, &longer);
+    if (sleep != &req) {
+        REAL(nanosleep);
+        return fn_(sleep, NULL);
+    }
     REAL(usleep);
     return fn_(us);
 }

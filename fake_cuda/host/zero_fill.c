@@ -1,12 +1,20 @@
 /* Part of libncclsim-host.so. NCCL zeroes every shared-memory segment it
  * creates (memset over the whole mapping), among them a 68 MB pool of proxy
- * operations per rank of which it then uses about an eighth: on a simulated
- * cluster of hundreds of ranks on one machine, most of its memory. Here a
- * large zero fill of a shared file mapping (tmpfs: /dev/shm) punches a hole
- * instead (MADV_REMOVE): the pages read as zero, as after the memset, but
- * hold no memory until written. Any other memory (private, or where the
- * hole cannot be punched) gets the real memset; the result is the same
- * bytes either way. */
+ * operations per rank of which it then uses about an eighth, and every large
+ * host structure it allocates (ncclCalloc: malloc, then memset), among them
+ * a topology system of ~58 MB per rank of which it uses a few: on a
+ * simulated cluster of hundreds of ranks on one machine, most of its memory.
+ * Here a large zero fill gives the pages back instead of writing them:
+ *  - of a shared file mapping (tmpfs: /dev/shm) it punches a hole
+ *    (MADV_REMOVE);
+ *  - of private anonymous memory (malloc's mmap) it drops them
+ *    (MADV_DONTNEED), after which they read as zero. MADV_WIPEONFORK, which
+ *    only private anonymous memory accepts, tells which memory that is (it
+ *    is undone at once; a fork in between gives the child zeros where the
+ *    parent is writing zeros).
+ * Either way the pages read as zero, as after the memset, but hold no memory
+ * until written. Any other memory (a private file mapping, locked memory)
+ * gets the real memset; the result is the same bytes either way. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -45,6 +53,14 @@ static void *fill(void *p, int c, size_t n)
     return fn ? fn(p, c, n) : bytewise(p, c, n);
 }
 
+/* Drop the pages of [p, p + n) if all of it is private anonymous memory. */
+static int drop_private(void *p, size_t n)
+{
+    if (madvise(p, n, MADV_WIPEONFORK) != 0) return 0;
+    madvise(p, n, MADV_KEEPONFORK);
+    return madvise(p, n, MADV_DONTNEED) == 0;
+}
+
 EXPORT void *memset(void *p, int c, size_t n)
 {
     if (c != 0 || n < PUNCH_MIN) return fill(p, c, n);
@@ -52,7 +68,7 @@ EXPORT void *memset(void *p, int c, size_t n)
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
     int saved = errno;
-    int punched = last > first && madvise((void *)first, last - first, MADV_REMOVE) == 0;
+    int punched = last > first && (madvise((void *)first, last - first, MADV_REMOVE) == 0 || drop_private((void *)first, last - first));
     errno = saved; /* memset sets no errno */
     if (!punched) return fill(p, c, n); /* not a shared file mapping (EINVAL, EACCES) */
     fill(p, 0, first - start);
