@@ -12,26 +12,48 @@
  * MAX_SOCKETS of them (a ring allgather receives from both neighbours),
  * until one is readable, or WAIT_MS pass (the loop may also wait to send:
  * it gets to try again). A thread that cycles over more sockets than that
- * only yields. Results and errno are unchanged, so nothing NCCL decides
- * changes. NCCL's own proxy threads, which serve many sockets, only yield
- * (idle_wait.c has their sleep). */
+ * only yields. NCCL's proxy service thread, while connections it sets up are
+ * pending, loops over poll() without a timeout and the net plugin's
+ * non-blocking accept and connect: it sleeps the same way, on those sockets
+ * and on the ones its last poll() looked at (its peers' requests). Results
+ * and errno are unchanged, so nothing NCCL decides changes. NCCL's proxy
+ * progress threads only yield here (idle_wait.c has their sleep). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
 #include "interpose.h"
 
 #define EMPTY_YIELDS 16
-#define MAX_SOCKETS 4
+#define MAX_SOCKETS 16
+#define MAX_POLLED 64
 #define WAIT_MS 1
 
 static __thread struct {
     unsigned empties; /* empty calls in a row */
     int n;            /* sockets they were on; MAX_SOCKETS + 1: more than that */
-    struct pollfd fds[MAX_SOCKETS];
+    struct pollfd fds[MAX_SOCKETS + MAX_POLLED];
 } streak;
+
+/* What an NCCL thread's last poll() without a timeout looked at; -1: none
+ * or more than MAX_POLLED. */
+static __thread struct {
+    int n;
+    struct pollfd fds[MAX_POLLED];
+} polled = {.n = -1};
+
+EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+    REAL(poll);
+    if (timeout == 0 && host_thread_kind() == HOST_THREAD_NCCL) {
+        polled.n = n <= MAX_POLLED ? (int)n : -1;
+        for (int i = 0; i < polled.n; i++) polled.fds[i] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
+    }
+    return fn_(fds, n, timeout);
+}
 
 static void note_empty(int fd)
 {
@@ -50,11 +72,18 @@ static void wait_if_empty(int fd, long r)
     }
     int e = errno;
     note_empty(fd);
-    if (++streak.empties < EMPTY_YIELDS || streak.n > MAX_SOCKETS || host_thread_kind() != HOST_THREAD_OTHER) {
+    enum host_thread kind = host_thread_kind();
+    int n = streak.n;
+    if (kind == HOST_THREAD_NCCL && n <= MAX_SOCKETS && polled.n >= 0) { /* and what it polls */
+        memcpy(streak.fds + n, polled.fds, (size_t)polled.n * sizeof polled.fds[0]);
+        n += polled.n;
+    }
+    if (++streak.empties < EMPTY_YIELDS || streak.n > MAX_SOCKETS || kind == HOST_THREAD_PROGRESS ||
+        (kind == HOST_THREAD_NCCL && polled.n < 0)) {
         host_yield(); /* not one that may sleep: idle_wait.c */
     } else {
         REAL(poll);
-        fn_(streak.fds, (nfds_t)streak.n, WAIT_MS);
+        fn_(streak.fds, (nfds_t)n, WAIT_MS);
     }
     errno = e;
 }
