@@ -56,9 +56,9 @@ static void *fill(void *p, int c, size_t n)
 /* Drop the pages of [p, p + n) if all of it is private anonymous memory. */
 static int drop_private(void *p, size_t n)
 {
-    if (madvise(p, n, MADV_WIPEONFORK) != 0) return 0;
-    madvise(p, n, MADV_KEEPONFORK);
-    return madvise(p, n, MADV_DONTNEED) == 0;
+    int anonymous = madvise(p, n, MADV_WIPEONFORK) == 0;
+    madvise(p, n, MADV_KEEPONFORK); /* also where a range of several mappings failed part-way */
+    return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
 }
 
 EXPORT void *memset(void *p, int c, size_t n)
