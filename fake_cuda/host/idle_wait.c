@@ -164,6 +164,9 @@ EXPORT int sched_yield(void)
  * notices a finished thread that much later, once per group launch. */
 #define POLL_SLEEP_MIN_NS 50000L
 #define POLL_SLEEP_MAX_NS 5000000L
+/* A thread sleeping again within this of its previous sleep's end is still
+ * polling (a sleep ends up to the timer slack, 50 us, late). */
+#define POLL_GAP_NS 1000000L
 
 static bool nccl_code(const void *ret)
 {
@@ -183,8 +186,7 @@ const struct timespec *host_sleep_length(const void *ret, const struct timespec 
     struct timespec now;
     fn_(CLOCK_MONOTONIC, &now);
     long since = (now.tv_sec - last.tv_sec) * 1000000000L + (now.tv_nsec - last.tv_nsec);
-    /* polling on: the previous sleep ended moments ago */
-    next_ns = since >= 0 && since < POLL_SLEEP_MIN_NS && next_ns ? next_ns * 2 : POLL_SLEEP_MIN_NS;
+    next_ns = since >= 0 && since < POLL_GAP_NS && next_ns ? next_ns * 2 : POLL_SLEEP_MIN_NS;
     if (next_ns > POLL_SLEEP_MAX_NS) next_ns = POLL_SLEEP_MAX_NS;
     *longer = (struct timespec){0, next_ns};
     last = (struct timespec){now.tv_sec + (now.tv_nsec + next_ns) / 1000000000L, (now.tv_nsec + next_ns) % 1000000000L};

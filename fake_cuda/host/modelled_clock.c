@@ -265,10 +265,10 @@ EXPORT int usleep(useconds_t us)
 {
     struct timespec req = {us / 1000000, (long)(us % 1000000) * 1000}, longer;
     program_sleeps(__builtin_return_address(0), &req);
-    const struct timespec *sleep = host_sleep_length(__builtin_return_address(0), &req, &longer);
-    if (sleep != &req) {
+    const struct timespec *take = host_sleep_length(__builtin_return_address(0), &req, &longer);
+    if (take != &req) {
         REAL(nanosleep);
-        return fn_(sleep, NULL);
+        return fn_(take, NULL);
     }
     REAL(usleep);
     return fn_(us);
