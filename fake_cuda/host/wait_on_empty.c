@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -73,15 +74,16 @@ static void wait_if_empty(int fd, long r)
     int e = errno;
     note_empty(fd);
     enum host_thread kind = host_thread_kind();
-    int n = streak.n;
-    if (kind == HOST_THREAD_NCCL && n <= MAX_SOCKETS && polled.n >= 0) { /* and what it polls */
-        memcpy(streak.fds + n, polled.fds, (size_t)polled.n * sizeof polled.fds[0]);
-        n += polled.n;
-    }
-    if (++streak.empties < EMPTY_YIELDS || streak.n > MAX_SOCKETS || kind == HOST_THREAD_PROGRESS ||
-        (kind == HOST_THREAD_NCCL && polled.n < 0)) {
+    bool sleeps = ++streak.empties >= EMPTY_YIELDS && streak.n <= MAX_SOCKETS &&
+                 (kind == HOST_THREAD_OTHER || (kind == HOST_THREAD_NCCL && polled.n >= 0));
+    if (!sleeps) {
         host_yield(); /* not one that may sleep: idle_wait.c */
     } else {
+        int n = streak.n;
+        if (kind == HOST_THREAD_NCCL) { /* and on what it polls */
+            memcpy(streak.fds + n, polled.fds, (size_t)polled.n * sizeof polled.fds[0]);
+            n += polled.n;
+        }
         REAL(poll);
         fn_(streak.fds, (nfds_t)n, WAIT_MS);
     }
