@@ -2,8 +2,8 @@
  * creates (memset over the whole mapping), among them a 68 MB pool of proxy
  * operations per rank of which it then uses about an eighth, and every large
  * host structure it allocates (ncclCalloc: malloc, then memset), among them
- * a topology system of ~58 MB per rank of which it uses a few: on a
- * simulated cluster of hundreds of ranks on one machine, most of its memory.
+ * a topology system of ~58 MB per rank: on a simulated cluster of hundreds of
+ * ranks on one machine, much of its memory.
  * Here a large zero fill gives the pages back instead of writing them:
  *  - of a shared file mapping (tmpfs: /dev/shm) it punches a hole
  *    (MADV_REMOVE);
@@ -68,9 +68,11 @@ EXPORT void *memset(void *p, int c, size_t n)
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
     int saved = errno;
-    int punched = last > first && (madvise((void *)first, last - first, MADV_REMOVE) == 0 || drop_private((void *)first, last - first));
+    void *pages = (void *)first;
+    size_t bytes = last - first;
+    int dropped = last > first && (madvise(pages, bytes, MADV_REMOVE) == 0 || drop_private(pages, bytes));
     errno = saved; /* memset sets no errno */
-    if (!punched) return fill(p, c, n); /* not a shared file mapping (EINVAL, EACCES) */
+    if (!dropped) return fill(p, c, n); /* neither tmpfs nor private anonymous memory (EINVAL, EACCES) */
     fill(p, 0, first - start);
     fill((void *)last, 0, end - last);
     return p;
