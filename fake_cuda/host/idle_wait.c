@@ -168,19 +168,11 @@ EXPORT int sched_yield(void)
  * polling (a sleep ends up to the timer slack, 50 us, late). */
 #define POLL_GAP_NS 1000000L
 
-static bool nccl_code(const void *ret)
-{
-    Dl_info info;
-    if (!dladdr(ret, &info) || !info.dli_fname) return false;
-    const char *base = strrchr(info.dli_fname, '/');
-    return !strncmp(base ? base + 1 : info.dli_fname, "libnccl.so", 10);
-}
-
 const struct timespec *host_sleep_length(const void *ret, const struct timespec *req, struct timespec *longer)
 {
     static __thread long next_ns;      /* this thread's next polling sleep */
     static __thread struct timespec last; /* when its last one ended */
-    if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 || !nccl_code(ret))
+    if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 || !(host_caller(ret) & HOST_CALLER_NCCL))
         return req;
     REAL(clock_gettime); /* real time: this library's own is the modelled clock's */
     struct timespec now;

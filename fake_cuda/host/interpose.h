@@ -25,6 +25,13 @@ int host_yield(void);
 enum host_thread { HOST_THREAD_OTHER, HOST_THREAD_PROGRESS, HOST_THREAD_NCCL };
 enum host_thread host_thread_kind(void);
 
+/* callers.c: the library a return address lies in (cached by code page):
+ * NCCL's own (libnccl.so), and one whose clock reads stay real (NCCL, its
+ * net plugins, the simulated driver and NVML, MPI, this library). */
+#define HOST_CALLER_NCCL 1u
+#define HOST_CALLER_REAL_TIME 2u
+unsigned host_caller(const void *ret);
+
 /* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`
  * (NCCL's polling sleeps last longer); `req` itself or `*longer`. */
 const struct timespec *host_sleep_length(const void *ret, const struct timespec *req, struct timespec *longer);

@@ -93,39 +93,6 @@ EXPORT uint64_t ncclsim_clock_reach(uint64_t t)
     return now < t ? t : now;
 }
 
-/* ---- who reads ---- */
-
-/* Libraries whose clock reads stay real: NCCL (libnccl*.so, its net plugins
- * libnccl-net-*.so), the simulated driver and NVML, this library, MPI. */
-static bool real_time_library(const char *path)
-{
-    const char *base = strrchr(path, '/');
-    base = base ? base + 1 : path;
-    static const char *const prefixes[] = {"libnccl", "libcuda.so", "libnvidia-ml.so", "libmpi", "libpmpi"};
-    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
-        if (!strncmp(base, prefixes[i], strlen(prefixes[i]))) return true;
-    return false;
-}
-
-/* Verdicts by code page of the caller, page << 2 | verdict (1 real, 2
- * modelled) in one word, so that a reader never pairs one page with another's
- * verdict; 0: none yet. */
-#define CALLERS 4096
-static _Atomic uint64_t callers[CALLERS];
-
-static bool real_time_caller(const void *ret)
-{
-    uint64_t page = (uintptr_t)ret >> 12, slot = (page * 0x9e3779b97f4a7c15ull) >> 52;
-    uint64_t seen = atomic_load_explicit(&callers[slot], memory_order_relaxed);
-    if (seen >> 2 == page && seen & 3) return (seen & 3) == 1;
-    Dl_info info, mine;
-    bool real = dladdr(ret, &info) && info.dli_fname &&
-                (real_time_library(info.dli_fname) || /* or this library's own code: */
-                 (dladdr((void *)&real_time_caller, &mine) && mine.dli_fbase == info.dli_fbase));
-    atomic_store_explicit(&callers[slot], page << 2 | (real ? 1u : 2u), memory_order_relaxed);
-    return real;
-}
-
 /* ---- the clocks ---- */
 
 
@@ -156,7 +123,7 @@ static uint64_t epoch_of(clockid_t id)
 /* Is this a program's read of a modelled clock? */
 static bool program_clock(const void *ret, clockid_t id)
 {
-    return modelled_clock() && epoch_of(id) && !real_time_caller(ret);
+    return modelled_clock() && epoch_of(id) && !(host_caller(ret) & HOST_CALLER_REAL_TIME);
 }
 
 /* The modelled time a program's read sees (a read costs CLOCK_READ_NS when

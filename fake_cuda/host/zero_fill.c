@@ -24,9 +24,12 @@
 
 #include "interpose.h"
 
-/* Below this a memset is cheaper than the system call, and no segment worth
- * the trouble is this small. */
-#define PUNCH_MIN ((size_t)1 << 20)
+/* Below these a memset is cheaper than the system calls. Shared memory
+ * includes the host buffers NCCL zeroes per network connection (a 512 KiB LL
+ * buffer and its flags: ncclCudaHostCalloc), of which a run uses a few
+ * pages; a failed MADV_REMOVE (private memory) costs one system call. */
+#define PUNCH_SHARED_MIN ((size_t)256 << 10)
+#define PUNCH_PRIVATE_MIN ((size_t)1 << 20)
 
 typedef void *memset_fn(void *, int, size_t);
 static memset_fn *real_memset;
@@ -63,14 +66,15 @@ static int drop_private(void *p, size_t n)
 
 EXPORT void *memset(void *p, int c, size_t n)
 {
-    if (c != 0 || n < PUNCH_MIN) return fill(p, c, n);
+    if (c != 0 || n < PUNCH_SHARED_MIN) return fill(p, c, n);
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
     int saved = errno;
     void *pages = (void *)first;
     size_t bytes = last - first;
-    int dropped = last > first && (madvise(pages, bytes, MADV_REMOVE) == 0 || drop_private(pages, bytes));
+    int dropped = last > first && (madvise(pages, bytes, MADV_REMOVE) == 0 ||
+                                   (n >= PUNCH_PRIVATE_MIN && drop_private(pages, bytes)));
     errno = saved; /* memset sets no errno */
     if (!dropped) return fill(p, c, n); /* neither tmpfs nor private anonymous memory (EINVAL, EACCES) */
     fill(p, 0, first - start);
