@@ -5,6 +5,7 @@
    header), so a layout slip on either side shows up as wrong values.
 2. Two processes connect both ways and exchange 0 B, 1 B, 1 MiB and 64 MiB
    messages (tags matched, actual sizes reported); a closed peer is an error.
+   One thread's listen comms share a port; connections reach their own comm.
 3. Unmodified NCCL (2.30.7 installed, 2.21.5 from the cache) loads the plugin
    and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
 4. CollNet (ncclCollNetPlugin_v8): no devices unless the platform's fabric
@@ -13,7 +14,8 @@
    its gathers and reduce-scatters.
 
 This file is also the harness the subprocesses of 1, 2 and 4 run:
-`python test_net_plugin.py props VERSION` / `peer VERSION a|b` / `collnet RANK NRANKS`.
+`python test_net_plugin.py props VERSION` / `peer VERSION a|b` / `shared VERSION` /
+`collnet RANK NRANKS`.
 """
 
 from __future__ import annotations
@@ -366,6 +368,60 @@ def harness_peer(path: str, version: int, role: str) -> None:
     say("BYE")
 
 
+def harness_shared(path: str, version: int) -> None:
+    """Listen comms of one thread share a port: connections reach the comm
+    whose handle they were made from, whatever the order, one with a wrong
+    key is dropped, and the port closes with the last comm."""
+    import socket
+    import struct
+    net = Net(path, version)
+    net.init()
+    comms = [net.listen(0) for _ in range(3)]
+    # the handle: magic, key, then the listener's sockaddr_in (port and address in network order)
+    ends = {(socket.inet_ntoa(bytes(net.ffi.buffer(h))[20:24]), struct.unpack_from("!H", net.ffi.buffer(h), 18)[0])
+            for _, h in comms}
+    say("PORTS", len(ends))
+    (end,) = ends
+    stranger = socket.create_connection(end)
+    stranger.sendall(struct.pack("<QQ", 0x6e63636c73696d31, 12345))  # the magic, a key of no comm
+    sends = {}
+    deadline = time.monotonic() + 60
+    while len(sends) < 3:  # connect to the last comm first
+        for i in reversed(range(3)):
+            sends[i] = sends.get(i) or net.connect(0, comms[i][1])
+            if sends[i] is None:
+                del sends[i]
+        if time.monotonic() > deadline:
+            raise RuntimeError("connect did not finish")
+    bufs = {i: net.ffi.new("char[8]", bytes([i + 1]) * 8) for i in range(3)}
+    reqs = [net.isend(sends[i], bufs[i], 8, tag=0) for i in range(3)]
+    got = []
+    for lcomm, _ in comms:  # accept in listen order
+        recv = None
+        while recv is None:
+            recv = net.accept(lcomm)
+            if time.monotonic() > deadline:
+                raise RuntimeError("accept did not finish")
+        rbuf = net.ffi.new("char[8]")
+        req = net.irecv(recv, rbuf, 8, tag=0)
+        while not net.test(req)[1]:
+            pass
+        got.append(bytes(net.ffi.buffer(rbuf))[0])
+    for req in reqs:
+        while not net.test(req)[1]:
+            pass
+    say("ROUTED", *got)
+    stranger.settimeout(30)
+    say("STRANGER", "closed" if stranger.recv(1) == b"" else "open")
+    for lcomm, _ in comms:
+        net.check(net.t.closeListen(lcomm), "closeListen")
+    try:
+        socket.create_connection(end, timeout=5).close()
+        say("PORT", "open")
+    except ConnectionRefusedError:
+        say("PORT", "closed")
+
+
 def harness_collnet(path: str, rank: int, nranks: int) -> None:
     """One member of a CollNet group: devices, reduce support, then (when
     offered) listen, connect to every member's handle, and AllReduce float32
@@ -476,6 +532,8 @@ def collnet_windows(ffi, t, coll, rank: int, nranks: int) -> list[str]:
 if __name__ == "__main__":
     if sys.argv[1] == "props":
         harness_props(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
+    elif sys.argv[1] == "shared":
+        harness_shared(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "collnet":
         harness_collnet(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), int(sys.argv[3]))
     else:
@@ -605,6 +663,16 @@ def test_two_processes_exchange_messages(version: int, payload: str, harness_env
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("version", [5, 12])
+def test_listen_comms_of_a_thread_share_one_port(version: int, harness_env: dict[str, str]) -> None:
+    """A simulated cluster receives on more connections than the machine has
+    ephemeral ports: each thread's listen comms on a device share one."""
+    proc = subprocess.run([sys.executable, str(HARNESS), "shared", str(version)], env=harness_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split("\n")[:4] == ["PORTS 1", "ROUTED 1 2 3", "STRANGER closed", "PORT closed"]
 
 
 E2E_NICS = (("mlx5_0", 0x19, 400_000, 1, 0.0), ("mlx5_1", 0x2b, 400_000, 1, 0.0))  # GPU bus + 1

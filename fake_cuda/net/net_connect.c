@@ -2,16 +2,15 @@
  * sense: connect and accept answer ncclSuccess with a NULL comm until the
  * connection is ready, and NCCL calls again.
  *
- * The handle carries the listener's address and a random key. connect()
+ * The handle carries the address of the listening socket (shared with other
+ * listen comms: net_listener.c) and the listen comm's random key. connect()
  * keeps its progress in the handle itself (NCCL passes the same handle
  * buffer on every retry, as its own socket plugin relies on); the connector
  * then sends a hello {magic, key} so that accept() only hands out
- * connections meant for this listener. */
+ * connections meant for this listen comm. */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,15 +23,9 @@
 #include "idle.h"
 #include "net_comm.h"
 #include "net_core.h"
+#include "net_listener.h"
 
-#define FCN_HANDLE_MAGIC 0x6e63636c73696d31ull /* "ncclsim1" */
 #define FCN_LISTEN_MAGIC 0x6e736c6eu
-#define FCN_MAX_PENDING 64 /* accepted sockets still waiting for their hello */
-
-typedef struct fcn_hello {
-    uint64_t magic;
-    uint64_t key;
-} fcn_hello;
 
 typedef struct fcn_connecting {
     fcn_comm *comm;
@@ -53,16 +46,9 @@ _Static_assert(sizeof(fcn_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NC
 
 typedef struct fcn_listen_comm {
     uint32_t magic;
-    int fd;
     int dev;
     uint64_t key;
-    pthread_mutex_t lock;
-    struct {
-        int fd;
-        size_t off;
-        fcn_hello hello;
-    } pending[FCN_MAX_PENDING];
-    int npending;
+    fcn_listener *socket;
 } fcn_listen_comm;
 
 static uint64_t random_key(void)
@@ -74,17 +60,6 @@ static uint64_t random_key(void)
         k = ((uint64_t)t.tv_sec << 32) ^ (uint64_t)t.tv_nsec ^ ((uint64_t)getpid() << 16);
     }
     return k ? k : 1;
-}
-
-/* Non-blocking (progress never waits), close-on-exec, no Nagle delay:
- * NCCL's messages are latency-bound steps. */
-static int tune(int fd)
-{
-    int one = 1;
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
-    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
-    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
 /* An address for messages (thread-safe, unlike inet_ntoa). */
@@ -127,33 +102,16 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
         FCN_WARN("listen: no device %d", dev);
         return ncclInvalidArgument;
     }
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    const char *ifname;
-    if (!fcn_listen_address(&a.sin_addr, &ifname)) {
-        FCN_WARN("listen: no up IPv4 interface matches NCCL_SOCKET_IFNAME=%s",
-                 getenv("NCCL_SOCKET_IFNAME") ? getenv("NCCL_SOCKET_IFNAME") : "(unset)");
-        return ncclSystemError;
-    }
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    socklen_t alen = sizeof a;
-    if (fd < 0 || tune(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-        FCN_WARN("listen: socket on %s (%s) failed: %s", ifname, text_of(a.sin_addr).s,
-                 strerror(errno));
-        if (fd >= 0) close(fd);
-        return ncclSystemError;
-    }
     fcn_listen_comm *l = calloc(1, sizeof *l);
-    if (!l) {
-        close(fd);
-        return ncclSystemError;
-    }
+    if (!l) return ncclSystemError;
+    struct sockaddr_in a;
     l->magic = FCN_LISTEN_MAGIC;
-    l->fd = fd;
     l->dev = dev;
     l->key = random_key();
-    pthread_mutex_init(&l->lock, NULL);
-
+    if (!(l->socket = fcn_listener_join(dev, l->key, &a))) {
+        free(l);
+        return ncclSystemError;
+    }
     memset(handle, 0, NCCL_NET_HANDLE_MAXSIZE); /* NCCL may hand in uninitialised memory */
     fcn_handle *h = handle;
     h->magic = FCN_HANDLE_MAGIC;
@@ -189,7 +147,7 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
     }
     if (!h->pending) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || tune(fd) < 0) {
+        if (fd < 0 || fcn_tune_socket(fd) < 0) {
             int err = errno;
             if (fd >= 0) close(fd);
             return connect_fail(h, "socket", err);
@@ -234,73 +192,22 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
     return ncclSuccess;
 }
 
-static void drop_pending(fcn_listen_comm *l, int i)
-{
-    close(l->pending[i].fd);
-    l->pending[i] = l->pending[--l->npending];
-}
-
-/* Take new TCP connections off the backlog (non-blocking). */
-static ncclResult_t accept_new(fcn_listen_comm *l)
-{
-    while (l->npending < FCN_MAX_PENDING) {
-        int fd = accept(l->fd, NULL, NULL);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-                return ncclSuccess;
-            FCN_WARN("accept: %s", strerror(errno));
-            return ncclSystemError;
-        }
-        if (tune(fd) < 0) {
-            FCN_WARN("accept: socket options: %s", strerror(errno));
-            close(fd);
-            return ncclSystemError;
-        }
-        l->pending[l->npending].fd = fd;
-        l->pending[l->npending].off = 0;
-        l->npending++;
-    }
-    return ncclSuccess;
-}
-
 ncclResult_t fcn_accept(void *listen_comm, void **recv_comm)
 {
     fcn_listen_comm *l = listen_comm;
     if (!l || !recv_comm || l->magic != FCN_LISTEN_MAGIC) return ncclInvalidArgument;
     *recv_comm = NULL;
-    pthread_mutex_lock(&l->lock);
-    ncclResult_t rc = accept_new(l);
-    for (int i = 0; rc == ncclSuccess && i < l->npending;) {
-        typeof(l->pending[0]) *p = &l->pending[i];
-        ssize_t k = recv(p->fd, (char *)&p->hello + p->off, sizeof p->hello - p->off, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-            i++;
-            continue;
-        }
-        if (k <= 0) { /* the connector went away before saying hello */
-            FCN_INFO("accept: a connection closed before its hello (%s)", k ? strerror(errno) : "EOF");
-            drop_pending(l, i);
-            continue;
-        }
-        p->off += (size_t)k;
-        if (p->off < sizeof p->hello) continue; /* read the rest now */
-        if (p->hello.magic != FCN_HANDLE_MAGIC || p->hello.key != l->key) {
-            FCN_WARN("accept: dropping a connection that is not for this listener");
-            drop_pending(l, i);
-            continue;
-        }
-        fcn_comm *c = comm_new(FCN_RECV_COMM, p->fd, l->dev);
-        if (!c) {
-            rc = ncclSystemError;
-            break;
-        }
-        l->pending[i] = l->pending[--l->npending];
-        *recv_comm = c;
-        FCN_TRACE("accepted a connection on dev %d", l->dev);
-        break;
+    int fd;
+    ncclResult_t rc = fcn_listener_take(l->socket, l->key, &fd);
+    if (fd < 0) return rc;
+    fcn_comm *c = comm_new(FCN_RECV_COMM, fd, l->dev);
+    if (!c) {
+        close(fd);
+        return ncclSystemError;
     }
-    pthread_mutex_unlock(&l->lock);
-    return rc;
+    *recv_comm = c;
+    FCN_TRACE("accepted a connection on dev %d", l->dev);
+    return ncclSuccess;
 }
 
 ncclResult_t fcn_close_listen(void *listen_comm)
@@ -308,9 +215,7 @@ ncclResult_t fcn_close_listen(void *listen_comm)
     fcn_listen_comm *l = listen_comm;
     if (!l) return ncclSuccess;
     if (l->magic != FCN_LISTEN_MAGIC) return ncclInvalidArgument;
-    while (l->npending) drop_pending(l, 0);
-    close(l->fd);
-    pthread_mutex_destroy(&l->lock);
+    fcn_listener_leave(l->socket, l->key);
     l->magic = 0;
     free(l);
     return ncclSuccess;

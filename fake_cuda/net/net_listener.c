@@ -1,0 +1,210 @@
+/* Listening sockets for listen comms. NCCL makes a listen comm per network
+ * connection it receives on; a socket each would bind a port each, and a
+ * simulated cluster of hundreds of ranks on one machine has more receiving
+ * connections than the machine has ephemeral ports (~28,000 by default; 512
+ * ranks on dgx-h100 already ran out). So the listen comms one thread (NCCL's
+ * proxy service thread of a rank) makes on a device share one socket, and
+ * accepted connections are told apart by the key of their hello. Sharing
+ * within a thread, not a process, keeps a connection from waiting on a
+ * thread that sleeps elsewhere (the host library's sleeps on empty accepts:
+ * the thread that accepts it is the one that waits for it). */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "net_core.h"
+#include "net_listener.h"
+
+typedef struct fcn_arrival {
+    int fd;
+    size_t off; /* bytes of the hello read */
+    fcn_hello hello;
+} fcn_arrival;
+
+struct fcn_listener {
+    fcn_listener *next;
+    int fd, dev;
+    pthread_t owner;
+    struct sockaddr_in addr;
+    uint64_t *keys; /* of the listen comms on it */
+    int nkeys, keys_cap;
+    fcn_arrival *arrived; /* accepted, hello not yet taken */
+    int narrived, arrived_cap;
+};
+
+/* Every listener and everything in them. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static fcn_listener *listeners;
+
+int fcn_tune_socket(int fd)
+{
+    int one = 1;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+static int grow(void **items, int *cap, int need, size_t size)
+{
+    if (need <= *cap) return 0;
+    int n = *cap ? *cap * 2 : 16;
+    void *p = realloc(*items, (size_t)n * size);
+    if (!p) return -1;
+    *items = p;
+    *cap = n;
+    return 0;
+}
+
+static fcn_listener *open_listener(int dev)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    const char *ifname;
+    if (!fcn_listen_address(&a.sin_addr, &ifname)) {
+        FCN_WARN("listen: no up IPv4 interface matches NCCL_SOCKET_IFNAME=%s",
+                 getenv("NCCL_SOCKET_IFNAME") ? getenv("NCCL_SOCKET_IFNAME") : "(unset)");
+        return NULL;
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    socklen_t alen = sizeof a;
+    if (fd < 0 || fcn_tune_socket(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+        FCN_WARN("listen: socket on %s failed: %s", ifname, strerror(errno));
+        if (fd >= 0) close(fd);
+        return NULL;
+    }
+    fcn_listener *s = calloc(1, sizeof *s);
+    if (!s) {
+        close(fd);
+        return NULL;
+    }
+    s->fd = fd;
+    s->dev = dev;
+    s->owner = pthread_self();
+    s->addr = a;
+    return s;
+}
+
+fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr)
+{
+    pthread_mutex_lock(&lock);
+    fcn_listener *s = listeners;
+    while (s && !(s->dev == dev && pthread_equal(s->owner, pthread_self()))) s = s->next;
+    if (!s && (s = open_listener(dev))) {
+        s->next = listeners;
+        listeners = s;
+    }
+    if (s && grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys) < 0) s = NULL;
+    if (s) {
+        s->keys[s->nkeys++] = key;
+        *addr = s->addr;
+    }
+    pthread_mutex_unlock(&lock);
+    return s;
+}
+
+static void drop(fcn_listener *s, int i)
+{
+    close(s->arrived[i].fd);
+    s->arrived[i] = s->arrived[--s->narrived];
+}
+
+static int has_key(const fcn_listener *s, uint64_t key)
+{
+    for (int i = 0; i < s->nkeys; i++)
+        if (s->keys[i] == key) return 1;
+    return 0;
+}
+
+/* Take new TCP connections off the backlog (non-blocking). */
+static ncclResult_t accept_new(fcn_listener *s)
+{
+    for (;;) {
+        if (grow((void **)&s->arrived, &s->arrived_cap, s->narrived + 1, sizeof *s->arrived) < 0)
+            return ncclSystemError;
+        int fd = accept(s->fd, NULL, NULL);
+        if (fd < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
+                return ncclSuccess;
+            FCN_WARN("accept: %s", strerror(errno));
+            return ncclSystemError;
+        }
+        if (fcn_tune_socket(fd) < 0) {
+            FCN_WARN("accept: socket options: %s", strerror(errno));
+            close(fd);
+            return ncclSystemError;
+        }
+        s->arrived[s->narrived++] = (fcn_arrival){.fd = fd};
+    }
+}
+
+ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd)
+{
+    *fd = -1;
+    pthread_mutex_lock(&lock);
+    ncclResult_t rc = accept_new(s);
+    for (int i = 0; rc == ncclSuccess && i < s->narrived;) {
+        fcn_arrival *a = &s->arrived[i];
+        if (a->off < sizeof a->hello) {
+            ssize_t k = recv(a->fd, (char *)&a->hello + a->off, sizeof a->hello - a->off, MSG_DONTWAIT);
+            if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+                i++;
+                continue;
+            }
+            if (k <= 0) { /* the connector went away before saying hello */
+                FCN_INFO("accept: a connection closed before its hello (%s)", k ? strerror(errno) : "EOF");
+                drop(s, i);
+                continue;
+            }
+            a->off += (size_t)k;
+            if (a->off < sizeof a->hello) continue; /* read the rest now */
+            if (a->hello.magic != FCN_HANDLE_MAGIC || !has_key(s, a->hello.key)) {
+                FCN_WARN("accept: dropping a connection that is for no listen comm here");
+                drop(s, i);
+                continue;
+            }
+        }
+        if (a->hello.key != key) { /* another comm's: it takes it */
+            i++;
+            continue;
+        }
+        *fd = a->fd;
+        s->arrived[i] = s->arrived[--s->narrived];
+        break;
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+void fcn_listener_leave(fcn_listener *s, uint64_t key)
+{
+    pthread_mutex_lock(&lock);
+    for (int i = 0; i < s->narrived;) {
+        if (s->arrived[i].off == sizeof s->arrived[i].hello && s->arrived[i].hello.key == key)
+            drop(s, i);
+        else
+            i++;
+    }
+    for (int i = 0; i < s->nkeys; i++)
+        if (s->keys[i] == key) {
+            s->keys[i] = s->keys[--s->nkeys];
+            break;
+        }
+    if (s->nkeys == 0) {
+        while (s->narrived) drop(s, 0);
+        fcn_listener **p = &listeners;
+        while (*p != s) p = &(*p)->next;
+        *p = s->next;
+        close(s->fd);
+        free(s->keys);
+        free(s->arrived);
+        free(s);
+    }
+    pthread_mutex_unlock(&lock);
+}
