@@ -172,7 +172,8 @@ const struct timespec *host_sleep_length(const void *ret, const struct timespec 
 {
     static __thread long next_ns;      /* this thread's next polling sleep */
     static __thread struct timespec last; /* when its last one ended */
-    if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 || !(host_caller(ret) & HOST_CALLER_NCCL))
+    if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 ||
+        !(host_caller(ret) & HOST_CALLER_NCCL))
         return req;
     REAL(clock_gettime); /* real time: this library's own is the modelled clock's */
     struct timespec now;

@@ -11,7 +11,7 @@
  * something) the thread sleeps instead, once per pass over the sockets it
  * finds empty (a pass ends where a socket comes round again: a ring
  * allgather receives from both neighbours, NCCL's proxy service thread
- * accepts on every pending connection's listener), in poll() on all of them,
+ * tries every connection it sets up), in poll() on all of them,
  * up to MAX_SOCKETS, until one is readable or the timeout passes (the loop
  * may wait for something else too, to send for instance: it gets to try
  * again). The timeout starts at WAIT_MIN_MS and doubles, up to WAIT_MAX_MS,
