@@ -26,12 +26,10 @@ enum host_thread { HOST_THREAD_OTHER, HOST_THREAD_PROGRESS, HOST_THREAD_NCCL };
 enum host_thread host_thread_kind(void);
 
 /* callers.c: the library a return address lies in (cached by code page):
- * NCCL's own (libnccl.so), NCCL's or a net plugin's (libnccl*), and one
- * whose clock reads stay real (NCCL, its net plugins, the simulated driver
- * and NVML, MPI, this library). */
+ * NCCL's own (libnccl.so), and one whose clock reads stay real (NCCL, its
+ * net plugins, the simulated driver and NVML, MPI, this library). */
 #define HOST_CALLER_NCCL 1u
-#define HOST_CALLER_NCCL_OR_PLUGIN 2u
-#define HOST_CALLER_REAL_TIME 4u
+#define HOST_CALLER_REAL_TIME 2u
 unsigned host_caller(const void *ret);
 
 /* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`

@@ -14,12 +14,9 @@
  * tries every connection it sets up), in poll() on all of them,
  * up to MAX_SOCKETS, until one is readable or the timeout passes (the loop
  * may wait for something else too, to send for instance: it gets to try
- * again). The timeout starts at WAIT_MIN_MS; where NCCL's code (or its net
- * plugin's) waits, whose hand-offs all go through sockets, it doubles, up to
- * WAIT_MAX_MS, while sleeps end with nothing readable: at a thousand
- * simulated ranks, threads that woke every millisecond would take the
- * machine. Others' loops (MPI's progress, which also polls shared memory)
- * keep WAIT_MIN_MS. A thread that
+ * again). The timeout starts at WAIT_MIN_MS and doubles, up to WAIT_MAX_MS,
+ * while sleeps end with nothing readable: at a thousand simulated ranks,
+ * threads that woke every millisecond would take the machine. A thread that
  * cycles over more sockets than MAX_SOCKETS only yields. NCCL's proxy
  * service thread, while connections it sets up are pending, loops over
  * poll() without a timeout and the net plugin's non-blocking accept and
@@ -47,7 +44,6 @@ static __thread struct {
     unsigned empties; /* empty calls in a row */
     unsigned pass;    /* of them since the last sleep */
     int wait_ms;      /* the next sleep's timeout; 0: WAIT_MIN_MS */
-    bool nccl;        /* the last empty call came from NCCL or its plugin */
     int n;            /* sockets they were on; MAX_SOCKETS + 1: more than that */
     struct pollfd fds[MAX_SOCKETS + MAX_POLLED];
 } streak;
@@ -91,13 +87,11 @@ static void sleep_on_streak(enum host_thread kind)
     int ms = streak.wait_ms ? streak.wait_ms : WAIT_MIN_MS;
     REAL(poll);
     int ready = fn_(streak.fds, (nfds_t)n, ms);
-    int longest = streak.nccl ? WAIT_MAX_MS : WAIT_MIN_MS;
-    streak.wait_ms = ready != 0 ? WAIT_MIN_MS : ms * 2 < longest ? ms * 2 : longest;
+    streak.wait_ms = ready != 0 ? WAIT_MIN_MS : ms * 2 < WAIT_MAX_MS ? ms * 2 : WAIT_MAX_MS;
     streak.pass = 0;
 }
 
-/* After a recv or accept on fd from code at `ret` that returned r. */
-static void wait_if_empty(int fd, long r, const void *ret)
+static void wait_if_empty(int fd, long r)
 {
     if (r >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
         streak.empties = 0;
@@ -108,7 +102,6 @@ static void wait_if_empty(int fd, long r, const void *ret)
     }
     int e = errno;
     bool again = note_empty(fd);
-    streak.nccl = host_caller(ret) & HOST_CALLER_NCCL_OR_PLUGIN;
     streak.pass++;
     enum host_thread kind = host_thread_kind();
     bool sleeper = ++streak.empties >= EMPTY_YIELDS && streak.n <= MAX_SOCKETS &&
@@ -124,7 +117,7 @@ EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     REAL(recv);
     ssize_t r = fn_(fd, buf, n, flags);
-    wait_if_empty(fd, r, __builtin_return_address(0));
+    wait_if_empty(fd, r);
     return r;
 }
 
@@ -132,7 +125,7 @@ EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr 
 {
     REAL(recvfrom);
     ssize_t r = fn_(fd, buf, n, flags, addr, len);
-    wait_if_empty(fd, r, __builtin_return_address(0));
+    wait_if_empty(fd, r);
     return r;
 }
 
@@ -140,7 +133,7 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
     REAL(recvmsg);
     ssize_t r = fn_(fd, msg, flags);
-    wait_if_empty(fd, r, __builtin_return_address(0));
+    wait_if_empty(fd, r);
     return r;
 }
 
@@ -148,7 +141,7 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
     REAL(accept);
     int r = fn_(fd, addr, len);
-    wait_if_empty(fd, r, __builtin_return_address(0));
+    wait_if_empty(fd, r);
     return r;
 }
 
@@ -156,6 +149,6 @@ EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     REAL(accept4);
     int r = fn_(fd, addr, len, flags);
-    wait_if_empty(fd, r, __builtin_return_address(0));
+    wait_if_empty(fd, r);
     return r;
 }
