@@ -8,6 +8,7 @@
  * within a thread, not a process, keeps a connection from waiting on a
  * thread that sleeps elsewhere (the host library's sleeps on empty accepts:
  * the thread that accepts it is the one that waits for it). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -75,7 +76,9 @@ static fcn_listener *open_listener(int dev)
     socklen_t alen = sizeof a;
     if (fd < 0 || fcn_tune_socket(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
-        FCN_WARN("listen: socket on %s failed: %s", ifname, strerror(errno));
+        char text[INET_ADDRSTRLEN];
+        FCN_WARN("listen: socket on %s (%s) failed: %s", ifname,
+                 inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) ? text : "?", strerror(errno));
         if (fd >= 0) close(fd);
         return NULL;
     }
@@ -100,7 +103,10 @@ fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr)
         s->next = listeners;
         listeners = s;
     }
-    if (s && grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys) < 0) s = NULL;
+    if (s && grow((void **)&s->keys, &s->keys_cap, s->nkeys + 1, sizeof *s->keys) < 0) {
+        pthread_mutex_unlock(&lock);
+        return NULL; /* a socket without comms stays for the thread's next listen */
+    }
     if (s) {
         s->keys[s->nkeys++] = key;
         *addr = s->addr;
