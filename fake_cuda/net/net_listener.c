@@ -76,9 +76,10 @@ static fcn_listener *open_listener(int dev)
     socklen_t alen = sizeof a;
     if (fd < 0 || fcn_tune_socket(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
+        int err = errno;
         char text[INET_ADDRSTRLEN];
         FCN_WARN("listen: socket on %s (%s) failed: %s", ifname,
-                 inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) ? text : "?", strerror(errno));
+                 inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) ? text : "?", strerror(err));
         if (fd >= 0) close(fd);
         return NULL;
     }
