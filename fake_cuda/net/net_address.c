@@ -90,3 +90,10 @@ bool fcn_listen_address(struct in_addr *addr, const char **ifname)
     }
     return found;
 }
+
+fcn_addr_text fcn_address_text(struct in_addr a)
+{
+    fcn_addr_text t;
+    if (!inet_ntop(AF_INET, &a, t.s, sizeof t.s)) snprintf(t.s, sizeof t.s, "?");
+    return t;
+}

@@ -62,15 +62,6 @@ static uint64_t random_key(void)
     return k ? k : 1;
 }
 
-/* An address for messages (thread-safe, unlike inet_ntoa). */
-typedef struct { char s[INET_ADDRSTRLEN]; } addr_text;
-static addr_text text_of(struct in_addr a)
-{
-    addr_text t;
-    if (!inet_ntop(AF_INET, &a, t.s, sizeof t.s)) snprintf(t.s, sizeof t.s, "?");
-    return t;
-}
-
 static fcn_comm *comm_new(int kind, int fd, int dev)
 {
     fcn_comm *c = calloc(1, sizeof *c);
@@ -119,13 +110,13 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
     h->addr = a;
     h->dev = dev;
     *listen_comm = l;
-    FCN_TRACE("listen dev %d on %s:%d", dev, text_of(a.sin_addr).s, ntohs(a.sin_port));
+    FCN_TRACE("listen dev %d on %s:%d", dev, fcn_address_text(a.sin_addr).s, ntohs(a.sin_port));
     return ncclSuccess;
 }
 
 static ncclResult_t connect_fail(fcn_handle *h, const char *what, int err)
 {
-    FCN_WARN("connect to %s:%d: %s: %s", text_of(h->addr.sin_addr).s, ntohs(h->addr.sin_port), what,
+    FCN_WARN("connect to %s:%d: %s: %s", fcn_address_text(h->addr.sin_addr).s, ntohs(h->addr.sin_port), what,
              strerror(err));
     if (h->pending) {
         comm_free(h->pending->comm);
@@ -188,7 +179,7 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
     *send_comm = p->comm;
     free(p);
     h->pending = NULL;
-    FCN_TRACE("connected dev %d to %s:%d", dev, text_of(h->addr.sin_addr).s, ntohs(h->addr.sin_port));
+    FCN_TRACE("connected dev %d to %s:%d", dev, fcn_address_text(h->addr.sin_addr).s, ntohs(h->addr.sin_port));
     return ncclSuccess;
 }
 

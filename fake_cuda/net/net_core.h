@@ -59,6 +59,9 @@ void fcn_log(ncclDebugLogLevel level, const char *file, int line, const char *fm
 /* ---- net_address.c ---- */
 /* The address listeners bind to and its interface's name (false: none). */
 bool fcn_listen_address(struct in_addr *addr, const char **ifname);
+/* An address as text, for messages (thread-safe, unlike inet_ntoa). */
+typedef struct { char s[INET_ADDRSTRLEN]; } fcn_addr_text;
+fcn_addr_text fcn_address_text(struct in_addr a);
 
 /* ---- net_connect.c ---- */
 ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm);

@@ -62,11 +62,8 @@ static void load_devices(const fc_platform *p)
     struct in_addr addr;
     const char *ifname;
     char where[IF_NAMESIZE + INET_ADDRSTRLEN + 16] = "no interface matches NCCL_SOCKET_IFNAME";
-    if (fcn_listen_address(&addr, &ifname)) {
-        char text[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &addr, text, sizeof text);
-        snprintf(where, sizeof where, "TCP on %s %s", ifname, text);
-    }
+    if (fcn_listen_address(&addr, &ifname))
+        snprintf(where, sizeof where, "TCP on %s %s", ifname, fcn_address_text(addr).s);
     if (ndevices)
         FCN_INFO("Using%s (%s; platform %s)", list, where, p->source);
     else

@@ -8,7 +8,6 @@
  * within a thread, not a process, keeps a connection from waiting on a
  * thread that sleeps elsewhere (the host library's sleeps on empty accepts:
  * the thread that accepts it is the one that waits for it). */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -77,9 +76,7 @@ static fcn_listener *open_listener(int dev)
     if (fd < 0 || fcn_tune_socket(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
         int err = errno;
-        char text[INET_ADDRSTRLEN];
-        FCN_WARN("listen: socket on %s (%s) failed: %s", ifname,
-                 inet_ntop(AF_INET, &a.sin_addr, text, sizeof text) ? text : "?", strerror(err));
+        FCN_WARN("listen: socket on %s (%s) failed: %s", ifname, fcn_address_text(a.sin_addr).s, strerror(err));
         if (fd >= 0) close(fd);
         return NULL;
     }
