@@ -166,6 +166,21 @@ def test_a_hang_times_out(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
+@pytest.mark.e2e
+def test_a_rank_whose_nccl_init_fails_ends_the_run(run_cli, leftovers, tmp_path: Path) -> None:
+    """Rank 1 cannot initialise NCCL (no such network) while rank 0 waits for it
+    in NCCL's bootstrap: the probe ends the run with rank 1 named, not a hang."""
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "1", "--timeout", "120", "--", "sh", "-c",
+                   f'if [ "$PMI_RANK" = 1 ]; then export NCCL_NET=nosuch; fi; '
+                   f'exec "{sys.executable}" -m ncclsim.probe --ops allreduce', timeout=200)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert re.search(r"rank 1 \(host 1\) exited with status 1: ncclsim probe: rank 1: "
+                     r"ncclGroupEnd \(init\) failed: NCCL error 5", proc.stderr), proc.stderr[-3000:]
+    assert "Failed to initialize any NET plugin" in proc.stdout, proc.stdout[-3000:]
+    leftovers.assert_none(run)
+
+
 PROBE_OPS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv", "alltoall")
 
 

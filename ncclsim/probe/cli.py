@@ -99,6 +99,7 @@ def execute(args: argparse.Namespace) -> int:
         result = run(load(), opts, world, log)
     except NcclsimError as e:
         print(f"{prefix}: {e}", file=sys.stderr, flush=True)
+        world.abort(1)
         return 1
     if world.rank == 0 and args.json:
         args.json.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=1))

@@ -9,6 +9,7 @@ of its (simulated) host.
 from __future__ import annotations
 
 import os
+import sys
 import socket
 import time
 from dataclasses import dataclass, field
@@ -75,6 +76,16 @@ class World:
 
     def allgather(self, value: Any) -> list[Any]:
         return self.comm.allgather(value) if self.comm else [value]
+
+    def abort(self, status: int) -> None:
+        """End this process at once, without MPI_Finalize: the others may be
+        waiting for it inside NCCL (bootstrap, a collective) and MPI_Finalize
+        would wait for them. mpiexec stops the rest of the job when a process
+        exits with an error before finalising; the exit status stays this one's."""
+        if self.comm and self.size > 1:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
 
 
 def launched_by_mpi(environ: Mapping[str, str]) -> bool:
