@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from pathlib import Path
 from typing import Any, Mapping, Optional, TextIO
 
@@ -101,6 +102,11 @@ def execute(args: argparse.Namespace) -> int:
         print(f"{prefix}: {e}", file=sys.stderr, flush=True)
         world.abort(1)
         return 1
+    except Exception:
+        if world.size > 1:  # a defect of the probe: its traceback, then the run ends
+            traceback.print_exc()
+            world.abort(1)
+        raise
     if world.rank == 0 and args.json:
         args.json.write_text(json.dumps({"schema_version": SCHEMA_VERSION, **result.to_json()}, indent=1))
     return 0
