@@ -161,6 +161,14 @@ def test_host_functions_run_in_stream_order(cudart_env):
     assert res["ran_on_caller_thread"] is False
 
 
+def test_a_full_stream_queue_blocks_the_submitting_thread(cudart_env):
+    """As on a GPU, a program that submits without synchronising blocks once
+    about a thousand operations are pending, rather than queueing without end."""
+    res, _ = run_check(cudart_env, "queue_depth")
+    assert 512 <= res["submitted_while_held"] <= 2048, res
+    assert res["submitted"] == res["ran"] == res["total"], res
+
+
 def test_stream_wait_event_orders_across_streams(cudart_env):
     res, _ = run_check(cudart_env, "wait_event")
     assert res["order_at_b_sync"] == ["A", "B"]

@@ -154,6 +154,26 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/* With s locked: wait until the stream has completed `target` operations. */
+static void wait_completed(struct CUstream_st *s, uint64_t target)
+{
+    struct stream_ext *e = ext(s);
+    if (s->completed >= target) return;
+    e->syncing++;
+    if (target < e->wake_at) e->wake_at = target;
+    while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+    if (--e->syncing == 0) e->wake_at = UINT64_MAX;
+}
+
+/* A GPU's work queue is finite: a host thread that submits faster than the
+ * GPU completes blocks in the launch once about a thousand operations are
+ * pending (the depth is not documented; a thousand is the order seen on
+ * NVIDIA GPUs). Without a bound, a program that enqueues in a loop without
+ * synchronising holds every queued operation in memory. The operations
+ * ahead of a blocked submission were all submitted before it, so waiting
+ * for them cannot wait for the blocked thread. */
+#define STREAM_QUEUE_DEPTH 1024
+
 static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
                     bool quick, fc_op_ready_fn ready)
 {
@@ -174,7 +194,15 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         pthread_mutex_unlock(&s->lock);
         return true;
     }
-    pthread_mutex_unlock(&s->lock);
+    if (s->enqueued - s->completed >= STREAM_QUEUE_DEPTH) {
+        wait_completed(s, s->enqueued - STREAM_QUEUE_DEPTH + 1);
+        uint64_t done = s->modelled_done;
+        pthread_mutex_unlock(&s->lock);
+        fc_time_host_reach(done); /* the host waited until a slot was free */
+        submit = fc_time_host_now();
+    } else {
+        pthread_mutex_unlock(&s->lock);
+    }
 
     struct fc_op *op = malloc(sizeof *op + arg_size);
     if (!op) {
@@ -221,15 +249,8 @@ bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg
 
 void fc_stream_wait_idle(struct CUstream_st *s)
 {
-    struct stream_ext *e = ext(s);
     pthread_mutex_lock(&s->lock);
-    uint64_t target = s->enqueued;
-    if (s->completed < target) {
-        e->syncing++;
-        if (target < e->wake_at) e->wake_at = target;
-        while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
-        if (--e->syncing == 0) e->wake_at = UINT64_MAX;
-    }
+    wait_completed(s, s->enqueued);
     uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
     fc_time_host_reach(done); /* the host waited until then */

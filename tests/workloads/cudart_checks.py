@@ -288,6 +288,34 @@ def check_host_func_order() -> dict:
             "ran_on_caller_thread": threading.get_ident() in threads}
 
 
+def check_queue_depth() -> dict:
+    """A thread submits 3000 host functions behind one that is held: it blocks
+    once the stream's queue is full, and goes on when the stream drains."""
+    s = stream()
+    gate = threading.Event()
+    ran = [0]
+    launch_host(s, lambda: gate.wait(30))
+    launch_host(s, lambda: ran.__setitem__(0, ran[0] + 1))
+    tag = len(_host_actions)  # the counting action, submitted again and again below
+    submitted = [1]
+    total = 3000
+
+    def submit() -> None:
+        for _ in range(total - 1):
+            ck(rt.cudaLaunchHostFunc(s, _host_fn, ffi.cast("void *", tag)), "cudaLaunchHostFunc")
+            submitted[0] += 1
+
+    t = threading.Thread(target=submit)
+    t.start()
+    time.sleep(1.0)  # ample for 3000 submissions that do not block
+    while_held = submitted[0]
+    gate.set()
+    t.join(60)
+    ck(rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
+    return {"submitted_while_held": while_held, "submitted": submitted[0], "ran": ran[0],
+            "total": total}
+
+
 def check_wait_event() -> dict:
     """Stream B waits (cudaStreamWaitEvent) for an event recorded on stream A after
     a slow host function; B's host function must run after A's."""
