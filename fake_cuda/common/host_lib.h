@@ -21,6 +21,9 @@ NCCLSIM_HOST_API void ncclsim_clock_gpu_work(long delta);
 NCCLSIM_HOST_API void ncclsim_nudge_proxies(void);
 NCCLSIM_HOST_API void ncclsim_nudge_gpus(void);
 NCCLSIM_HOST_API volatile uint32_t *ncclsim_gpu_nudges(void);
+/* Around a sleep on ncclsim_gpu_nudges(): +1 before reading the word, -1
+ * after; announcements with no sleeper then cost no system call. */
+NCCLSIM_HOST_API void ncclsim_gpu_nudge_sleepers(int delta);
 NCCLSIM_HOST_API void ncclsim_watch_fd(int fd, short events);
 
 #endif

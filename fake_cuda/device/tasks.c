@@ -303,23 +303,29 @@ static bool unchanged(const fc_task *t)
 }
 
 /* Sleep until a flow's word changes, the net plugin completes a request
- * (idle.h) or `ns` pass; true when something changed. */
+ * (idle.h; only while a flow waits for a word NCCL's proxy writes) or `ns`
+ * pass; true when something changed. */
 static bool sleep_for_words(fc_sched *s, long ns)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
     unsigned n = 0;
-    if (ncclsim_gpu_nudges) {
-        volatile uint32_t *g = ncclsim_gpu_nudges();
-        w[n++] = (struct futex_waitv){.val = __atomic_load_n(g, __ATOMIC_ACQUIRE), .uaddr = (uintptr_t)g,
-                                      .flags = FUTEX_32};
-    }
+    bool proxy = false;
     for (fc_task *t = s->tasks; t; t = t->next) {
         if (!waits_for_word(t)) continue;
-        if (n == FUTEX_WAITV_MAX) { /* too many to watch: poll */
+        proxy |= t->wait == WAIT_PROXY_WORD;
+        if (n == FUTEX_WAITV_MAX - 1) { /* too many to watch (one slot for the nudges): poll */
             n = 0;
+            proxy = false;
             break;
         }
         w[n++] = (struct futex_waitv){.val = t->seen, .uaddr = (uintptr_t)t->word, .flags = FUTEX_32};
+    }
+    proxy &= ncclsim_gpu_nudges && ncclsim_gpu_nudge_sleepers;
+    if (proxy) {
+        ncclsim_gpu_nudge_sleepers(+1);
+        volatile uint32_t *g = ncclsim_gpu_nudges();
+        w[n++] = (struct futex_waitv){.val = __atomic_load_n(g, __ATOMIC_SEQ_CST), .uaddr = (uintptr_t)g,
+                                      .flags = FUTEX_32};
     }
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -328,8 +334,11 @@ static bool sleep_for_words(fc_sched *s, long ns)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    if (n && syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) >= 0) return true;
-    if (n && errno != ENOSYS) return errno != ETIMEDOUT; /* EAGAIN: a word had changed already */
+    long r = n ? syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) : -1;
+    int err = errno;
+    if (proxy) ncclsim_gpu_nudge_sleepers(-1);
+    if (r >= 0) return true;
+    if (n && err != ENOSYS) return err != ETIMEDOUT; /* EAGAIN: a word had changed already */
     clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
     return false;
 }

@@ -43,6 +43,7 @@ static int proxy_sleepers;
 static int wake_fd = -1; /* eventfd: written when proxies sleep and something happened */
 static uint32_t proxy_events; /* counts nudges: a sleeper that saw it change does not sleep */
 static volatile uint32_t gpu_events;
+static int gpu_sleepers; /* threads in a sleep that gpu_events wakes */
 
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pollfd watched[MAX_WATCHED];
@@ -65,13 +66,18 @@ EXPORT void ncclsim_nudge_proxies(void)
 
 EXPORT void ncclsim_nudge_gpus(void)
 {
-    __atomic_fetch_add(&gpu_events, 1, __ATOMIC_RELEASE);
+    /* seq_cst here and in ncclsim_gpu_nudge_sleepers' callers: either this
+     * sees the sleeper, or the sleeper reads the new count and does not sleep */
+    __atomic_fetch_add(&gpu_events, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&gpu_sleepers, __ATOMIC_SEQ_CST) == 0) return;
     int e = errno;
     fc_futex_wake(&gpu_events);
     errno = e;
 }
 
 EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events; }
+
+EXPORT void ncclsim_gpu_nudge_sleepers(int delta) { __atomic_fetch_add(&gpu_sleepers, delta, __ATOMIC_SEQ_CST); }
 
 EXPORT void ncclsim_watch_fd(int fd, short events)
 {
