@@ -169,6 +169,18 @@ def test_a_full_stream_queue_blocks_the_submitting_thread(cudart_env):
     assert res["submitted"] == res["ran"] == res["total"], res
 
 
+@pytest.mark.parametrize("what", ["stream", "event"])
+def test_asking_again_and_again_costs_little_cpu(cudart_env, what):
+    """nccl-tests and frameworks wait by querying in a loop: after a few
+    not-ready answers a query waits for the work a little, so the asking
+    thread leaves the CPU to the emulated GPUs."""
+    res, _ = run_check(cudart_env, f"polling_{what}")
+    assert res["first"] == cudaErrorNotReady and res["last"] == cudaSuccess, res
+    assert res["wall_s"] >= 0.3, res
+    assert res["not_ready_answers"] >= 5, res
+    assert res["cpu_s"] < 0.25 * res["wall_s"], res
+
+
 def test_stream_wait_event_orders_across_streams(cudart_env):
     res, _ = run_check(cudart_env, "wait_event")
     assert res["order_at_b_sync"] == ["A", "B"]

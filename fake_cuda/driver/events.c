@@ -111,7 +111,15 @@ FC_API CUresult cuEventQuery(CUevent e)
     REQUIRE_INIT();
     if (!valid(e)) API_RETURN(CUDA_ERROR_INVALID_HANDLE, "");
     pthread_mutex_lock(&e->lock);
-    bool done = e->completed >= e->recorded;
+    uint64_t target = e->recorded;
+    bool done = e->completed >= target;
+    struct timespec until;
+    if (fc_query_wait(done, &until)) { /* asked again and again: wait a little (query_backoff.c) */
+        while (e->completed < target && pthread_cond_clockwait(&e->cond, &e->lock, CLOCK_MONOTONIC, &until) == 0) {
+        }
+        done = e->completed >= target;
+        if (done) fc_query_wait(true, NULL);
+    }
     uint64_t t = e->modelled_ns;
     pthread_mutex_unlock(&e->lock);
     if (done) fc_time_host_reach(t);

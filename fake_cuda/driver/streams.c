@@ -6,6 +6,7 @@
  * the event runs that wait and the quick operations after it (NCCL's
  * per-collective hand-off between its streams then costs no thread switch),
  * and wakes the worker only for real work. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -154,14 +155,18 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* With s locked: wait until the stream has completed `target` operations. */
-static void wait_completed(struct CUstream_st *s, uint64_t target)
+/* With s locked: wait until the stream has completed `target` operations,
+ * or until `until` (CLOCK_MONOTONIC; NULL: no limit). */
+static void wait_completed(struct CUstream_st *s, uint64_t target, const struct timespec *until)
 {
     struct stream_ext *e = ext(s);
     if (s->completed >= target) return;
     e->syncing++;
     if (target < e->wake_at) e->wake_at = target;
-    while (s->completed < target) pthread_cond_wait(&s->cond, &s->lock);
+    while (s->completed < target) {
+        if (!until) pthread_cond_wait(&s->cond, &s->lock);
+        else if (pthread_cond_clockwait(&s->cond, &s->lock, CLOCK_MONOTONIC, until) == ETIMEDOUT) break;
+    }
     if (--e->syncing == 0) e->wake_at = UINT64_MAX;
 }
 
@@ -195,7 +200,7 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         return true;
     }
     if (s->enqueued - s->completed >= STREAM_QUEUE_DEPTH) {
-        wait_completed(s, s->enqueued - STREAM_QUEUE_DEPTH + 1);
+        wait_completed(s, s->enqueued - STREAM_QUEUE_DEPTH + 1, NULL);
         uint64_t done = s->modelled_done;
         pthread_mutex_unlock(&s->lock);
         fc_time_host_reach(done); /* the host waited until a slot was free */
@@ -250,7 +255,7 @@ bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg
 void fc_stream_wait_idle(struct CUstream_st *s)
 {
     pthread_mutex_lock(&s->lock);
-    wait_completed(s, s->enqueued);
+    wait_completed(s, s->enqueued, NULL);
     uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
     fc_time_host_reach(done); /* the host waited until then */
@@ -263,7 +268,14 @@ int fc_stream_device(const struct CUstream_st *s) { return s->ctx->device; }
 bool fc_stream_idle(struct CUstream_st *s)
 {
     pthread_mutex_lock(&s->lock);
-    bool idle = s->completed == s->enqueued;
+    uint64_t target = s->enqueued;
+    bool idle = s->completed == target;
+    struct timespec until;
+    if (fc_query_wait(idle, &until)) {
+        wait_completed(s, target, &until);
+        idle = s->completed >= target;
+        if (idle) fc_query_wait(true, NULL);
+    }
     uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
     /* A query that finds the work done happened after it; one that does not

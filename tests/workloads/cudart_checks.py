@@ -77,6 +77,7 @@ H2D, D2H, D2D, DEFAULT = 1, 2, 3, 4
 ATTR_PCI_BUS, ATTR_PCI_DEVICE, ATTR_PCI_DOMAIN = 33, 34, 50
 ATTR_CC_MAJOR, ATTR_CC_MINOR, ATTR_SM_COUNT = 75, 76, 16
 STREAM_NON_BLOCKING = 1
+NOT_READY = 600  # cudaErrorNotReady
 HOST_ALLOC_MAPPED = 2
 # struct cudaDeviceProp (CUDA 12.x, cudaGetDeviceProperties_v2): 1032 bytes.
 PROP_SIZE, PROP_NAME, PROP_TOTAL_MEM, PROP_MAJOR, PROP_MINOR = 1032, 0, 288, 360, 364
@@ -314,6 +315,32 @@ def check_queue_depth() -> dict:
     ck(rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
     return {"submitted_while_held": while_held, "submitted": submitted[0], "ran": ran[0],
             "total": total}
+
+
+def polling(what: str) -> dict:
+    """A thread asks again and again whether a stream (or an event recorded on
+    it) is done while a host function holds the stream for 0.5 s: the answers,
+    and the CPU time the asking took."""
+    s = stream()
+    gate = threading.Event()
+    launch_host(s, lambda: gate.wait(0.5))
+    e = event()
+    ck(rt.cudaEventRecord(e, s), "cudaEventRecord")
+    query = (lambda: rt.cudaStreamQuery(s)) if what == "stream" else (lambda: rt.cudaEventQuery(e))
+    first = query()
+    wall, cpu, answers = time.monotonic(), time.thread_time(), 0
+    while (rc := query()) == NOT_READY:
+        answers += 1
+    cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+    return {"first": first, "last": rc, "not_ready_answers": answers, "cpu_s": cpu, "wall_s": wall}
+
+
+def check_polling_stream() -> dict:
+    return polling("stream")
+
+
+def check_polling_event() -> dict:
+    return polling("event")
 
 
 def check_wait_event() -> dict:
