@@ -26,4 +26,7 @@ NCCLSIM_HOST_API volatile uint32_t *ncclsim_gpu_nudges(void);
 NCCLSIM_HOST_API void ncclsim_gpu_nudge_sleepers(int delta);
 NCCLSIM_HOST_API void ncclsim_watch_fd(int fd, short events);
 
+/* Whether a return address lies in NCCL (callers.c). */
+NCCLSIM_HOST_API bool ncclsim_caller_is_nccl(const void *ret);
+
 #endif

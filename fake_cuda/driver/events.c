@@ -114,11 +114,12 @@ FC_API CUresult cuEventQuery(CUevent e)
     uint64_t target = e->recorded;
     bool done = e->completed >= target;
     struct timespec until;
-    if (fc_query_wait(done, &until)) { /* asked again and again: wait a little (query_backoff.c) */
+    const void *caller = __builtin_return_address(0);
+    if (fc_query_wait(done, caller, &until)) { /* asked again and again: wait a little (query_backoff.c) */
         while (e->completed < target && pthread_cond_clockwait(&e->cond, &e->lock, CLOCK_MONOTONIC, &until) == 0) {
         }
         done = e->completed >= target;
-        if (done) fc_query_wait(true, NULL);
+        if (done) fc_query_wait(true, caller, NULL);
     }
     uint64_t t = e->modelled_ns;
     pthread_mutex_unlock(&e->lock);

@@ -164,7 +164,8 @@ CUresult fc_stream_resolve(CUstream h, bool ptds, struct CUstream_st **out);
 struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority);
 void fc_stream_free(struct CUstream_st *s); /* waits for its work */
 void fc_stream_wait_idle(struct CUstream_st *s);
-bool fc_stream_idle(struct CUstream_st *s); /* a query: may wait a little (query_backoff.c) */
+/* A query from `caller` (a return address): may wait a little (query_backoff.c). */
+bool fc_stream_idle(struct CUstream_st *s, const void *caller);
 void fc_ctx_synchronize(CUcontext ctx); /* every stream of the context */
 /* An operation that waits for another stream (an event) and takes no time
  * once it can run: `ready` says whether it can, and when not, arranges that
@@ -178,9 +179,10 @@ bool fc_stream_enqueue_quick(struct CUstream_st *s, fc_op_fn fn, const void *arg
 void fc_stream_unpark(struct CUstream_st *s);
 
 /* ---- query_backoff.c ---- */
-/* A query's answer `done`: false when the query should answer at once; true
- * when it should first wait for the work until `until` (CLOCK_MONOTONIC). */
-bool fc_query_wait(bool done, struct timespec *until);
+/* A query's answer `done` to `caller` (a return address): false when the
+ * query should answer at once; true when it should first wait for the work
+ * until `until` (CLOCK_MONOTONIC). */
+bool fc_query_wait(bool done, const void *caller, struct timespec *until);
 
 /* ---- events.c ---- */
 struct CUevent_st {

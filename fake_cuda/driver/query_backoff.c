@@ -5,9 +5,13 @@
  * few misses in a row a query waits for the work (woken as soon as it
  * completes), at most a time that doubles from 1 us to 1 ms; a query that
  * finds the work done starts over. The answer is the same a real GPU would
- * give a little later, and no modelled time passes (streams.c, events.c). */
+ * give a little later, and no modelled time passes (streams.c, events.c).
+ * NCCL's own queries (its launch path checks events it just recorded) are
+ * answered at once: only the program's are held, as told by the host
+ * library (without it, none is). */
 #include <time.h>
 
+#include "host_lib.h"
 #include "internal.h"
 
 #define QUERY_FREE_MISSES 4     /* a program that looks once or twice is not held */
@@ -16,8 +20,9 @@
 
 static __thread unsigned misses; /* not-done answers in a row, this thread */
 
-bool fc_query_wait(bool done, struct timespec *until)
+bool fc_query_wait(bool done, const void *caller, struct timespec *until)
 {
+    if (!ncclsim_caller_is_nccl || ncclsim_caller_is_nccl(caller)) return false;
     if (done) {
         misses = 0;
         return false;

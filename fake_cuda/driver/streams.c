@@ -265,16 +265,16 @@ unsigned long long fc_stream_id(const struct CUstream_st *s) { return s->id; }
 
 int fc_stream_device(const struct CUstream_st *s) { return s->ctx->device; }
 
-bool fc_stream_idle(struct CUstream_st *s)
+bool fc_stream_idle(struct CUstream_st *s, const void *caller)
 {
     pthread_mutex_lock(&s->lock);
     uint64_t target = s->enqueued;
     bool idle = s->completed == target;
     struct timespec until;
-    if (fc_query_wait(idle, &until)) {
+    if (fc_query_wait(idle, caller, &until)) {
         wait_completed(s, target, &until);
         idle = s->completed >= target;
-        if (idle) fc_query_wait(true, NULL);
+        if (idle) fc_query_wait(true, caller, NULL);
     }
     uint64_t done = s->modelled_done;
     pthread_mutex_unlock(&s->lock);
@@ -406,14 +406,14 @@ FC_API CUresult cuStreamDestroy(CUstream hStream) { return cuStreamDestroy_v2(hS
         if (rr_ != CUDA_SUCCESS) API_RETURN(rr_, "");                              \
     } while (0)
 
-static CUresult stream_query(CUstream h, bool ptds)
+static CUresult stream_query(CUstream h, bool ptds, const void *caller)
 {
     REQUIRE_INIT();
     RESOLVE(h, ptds, s);
-    API_ANSWER(fc_stream_idle(s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"stream\":%llu", s->id);
+    API_ANSWER(fc_stream_idle(s, caller) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY, "\"stream\":%llu", s->id);
 }
-FC_API CUresult cuStreamQuery(CUstream h) { return stream_query(h, false); }
-FC_API CUresult cuStreamQuery_ptsz(CUstream h) { return stream_query(h, true); }
+FC_API CUresult cuStreamQuery(CUstream h) { return stream_query(h, false, __builtin_return_address(0)); }
+FC_API CUresult cuStreamQuery_ptsz(CUstream h) { return stream_query(h, true, __builtin_return_address(0)); }
 
 static CUresult stream_sync(CUstream h, bool ptds)
 {

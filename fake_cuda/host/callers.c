@@ -44,3 +44,5 @@ unsigned host_caller(const void *ret)
     atomic_store_explicit(&pages[slot], page << 3 | 4 | kind, memory_order_relaxed);
     return kind;
 }
+
+EXPORT bool ncclsim_caller_is_nccl(const void *ret) { return host_caller(ret) & HOST_CALLER_NCCL; }
