@@ -6,24 +6,28 @@ this module only puts them together."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
-from typing import Mapping, NoReturn, Optional, TextIO
+from typing import Mapping, NoReturn, Optional, Sequence, TextIO
 
 from ncclsim import NcclsimError, __version__
-from ncclsim.launch import clean_cli as launch_clean_cli
-from ncclsim.launch import cli as launch_cli
-from ncclsim.platform import cli as platform_cli
 from ncclsim.platform.models import GpuCatalog, load_models
-from ncclsim.probe import cli as probe_cli
-from ncclsim.report import cli as report_cli
-from ncclsim.render import cli as render_cli
-from ncclsim.report import diff_cli as report_diff_cli
-from ncclsim.sweep import cli as sweep_cli
-from ncclsim.topology import cli as topo_cli
 
-# In the order `ncclsim --help` lists them; `topo` last, with `render` added to it.
-COMMANDS = (platform_cli, probe_cli, launch_cli, launch_clean_cli, report_cli, report_diff_cli, sweep_cli)
+# The module registering each sub-command, with the names it registers, in
+# the order `ncclsim --help` lists them (`topo` gets `render` added to it).
+# A command line imports only its command's module: all of them take longer
+# to import than most commands take to run.
+COMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("env", "info", "platform"), "ncclsim.platform.cli"),
+    (("probe",), "ncclsim.probe.cli"),
+    (("launch",), "ncclsim.launch.cli"),
+    (("clean",), "ncclsim.launch.clean_cli"),
+    (("report",), "ncclsim.report.cli"),
+    (("diff",), "ncclsim.report.diff_cli"),
+    (("sweep",), "ncclsim.sweep.cli"),
+    (("topo",), "ncclsim.topology.cli"),
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -33,13 +37,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(catalog: GpuCatalog) -> argparse.ArgumentParser:
+def build_parser(catalog: GpuCatalog, argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the one `argv` names."""
     parser = _Parser(prog="ncclsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in COMMANDS:
-        command.register(sub, catalog)
-    topo_cli.register(sub, catalog, actions=(render_cli,))
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    chosen = [m for names, m in COMMANDS if named in names] or [m for _, m in COMMANDS]
+    for name in chosen:
+        module = importlib.import_module(name)
+        if name == "ncclsim.topology.cli":
+            module.register(sub, catalog, actions=(importlib.import_module("ncclsim.render.cli"),))
+        else:
+            module.register(sub, catalog)
     return parser
 
 
@@ -47,7 +57,8 @@ def main(argv: Optional[list[str]] = None, environ: Optional[Mapping[str, str]] 
          out: Optional[TextIO] = None) -> int:
     try:
         catalog = load_models()
-        args = build_parser(catalog).parse_args(argv)
+        argv = sys.argv[1:] if argv is None else argv
+        args = build_parser(catalog, argv).parse_args(argv)
         return int(args.func(args, os.environ if environ is None else environ,
                              out or sys.stdout, catalog))
     except (NcclsimError, OSError) as e:

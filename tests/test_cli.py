@@ -1,0 +1,38 @@
+"""ncclsim.cli: the table of sub-commands and the parser built from it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+from ncclsim.cli import COMMANDS, build_parser
+from ncclsim.platform.models import GpuCatalog
+
+
+def _commands(parser: argparse.ArgumentParser) -> set[str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return set(sub.choices)
+
+
+def test_the_table_names_what_each_module_registers(catalog: GpuCatalog) -> None:
+    every = {n for names, _ in COMMANDS for n in names}
+    assert _commands(build_parser(catalog)) == every
+    for names, module in COMMANDS:
+        for name in names:
+            # a command line names one command: only its module is asked
+            assert _commands(build_parser(catalog, [name, "--help"])) == set(names), module
+    assert _commands(build_parser(catalog, ["--version"])) == every
+    assert _commands(build_parser(catalog, ["nosuch"])) == every  # argparse lists them in its error
+
+
+def test_a_command_line_imports_only_its_command() -> None:
+    code = ("import json, sys\nfrom ncclsim.cli import main\n"
+            "try:\n    main(['clean', '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps([m for m in sys.modules if m.startswith('ncclsim.') and m.endswith('cli')]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and "usage: ncclsim clean" in proc.stdout, proc.stderr
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert "ncclsim.launch.clean_cli" in loaded, loaded
+    assert not {"ncclsim.sweep.cli", "ncclsim.topology.cli", "ncclsim.launch.cli"} & loaded, loaded
