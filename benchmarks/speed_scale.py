@@ -2,8 +2,8 @@
 """Speed and scale of the emulation: the figures of the speed-and-scale work,
 for one or more ncclsim installations on the same machine in one run.
 
-    python benchmarks/speed_scale.py [--ncclsim LABEL=PATH ...] [--figures small,large,perf,scale]
-                                     [--scale 8,32,64,128] [--json out.json]
+    python benchmarks/speed_scale.py [--ncclsim LABEL=PATH ...] [--figures small,large,perf,scale,nccl-tests]
+                                     [--scale 8,32,64,128] [--all-reduce-perf PATH] [--json out.json]
 
 Each `--ncclsim` names a `ncclsim` console script (default: `now=` the one
 beside this interpreter); give an older installation too (a venv with an
@@ -13,12 +13,18 @@ machine state. Figures:
 
 * small: the probe's AllReduce of 8 B, 300 operations enqueued back to back
   then synchronised: milliseconds per operation on 1 x 2, 2 x 1, 1 x 8,
-  2 x 8 and 8 x 8 (one process per GPU);
+  2 x 8 and 8 x 8 (one process per GPU), and 2 x 8 and 8 x 8 with a process
+  per host;
 * large: AllReduce of 128 MiB on 2 x 8, 3 operations (results not checked
   here; the test suite checks them): seconds per operation, with a process
   per GPU and with a process per host (`--gpus-per-process 8`);
 * perf: nccl_perf (tests/programs/nccl_perf.cu, all_reduce_perf's sweep)
   2 x 8, 8 B to 128 MiB, `-c 1` (every result checked): wall seconds;
+* nccl-tests: NVIDIA's all_reduce_perf (built with MPI=1, given by
+  `--all-reduce-perf`) 2 x 8, 8 B to 128 MiB by 2, `-c 1`: wall seconds and
+  its own time per size (its checks run as kernels of its own, which the
+  simulated GPU does not compute: it reports no wrong values whatever NCCL
+  did; nccl_perf above checks on the CPU);
 * scale: `launch --hosts N --gpus 8` with the default probe for each N of
   `--scale`: wall seconds, whether every rank initialised, and the memory the
   machine had in use at the peak (MemTotal - MemAvailable, sampled every
@@ -47,7 +53,7 @@ from common import machine, table, write_json  # noqa: E402
 Log = Callable[[str], None]
 Figure = tuple[list[str], list[list[Any]], list[dict]]
 
-SMALL_SHAPES = [(1, 2), (2, 1), (1, 8), (2, 8), (8, 8)]
+SMALL_SHAPES = [(1, 2, 1), (2, 1, 1), (1, 8, 1), (2, 8, 1), (8, 8, 1), (2, 8, 8), (8, 8, 8)]  # hosts, GPUs, per process
 SMALL_ITERS = 300
 LARGE_ITERS = 3
 
@@ -125,12 +131,15 @@ def interpreter_of(exe: str) -> str:
 
 def small(installs: dict[str, str], log: Log) -> Figure:
     rows, raw = [], []
-    for hosts, gpus in SMALL_SHAPES:
-        row: list[Any] = [f"{hosts} x {gpus}"]
+    for hosts, gpus, gpp in SMALL_SHAPES:
+        row: list[Any] = [f"{hosts} x {gpus}" + (", a process per host" if gpp > 1 else "")]
         for label, exe in installs.items():
-            log(f"small: {label} {hosts} x {gpus}")
-            r = launch(exe, hosts, gpus, probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True))
-            raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus], **r})
+            log(f"small: {label} {row[0]}")
+            per_process = ["--gpus-per-process", str(gpp)] if gpp > 1 else []  # for launch and the probe
+            command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
+            r = launch(exe, hosts, gpus, command, per_process)
+            raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus], "gpus_per_process": gpp,
+                        **r})
             row.append(fmt(per_op(r, SMALL_ITERS), 1e3))
         rows.append(row)
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
@@ -163,6 +172,21 @@ def perf(installs: dict[str, str], log: Log) -> Figure:
     return ["nccl_perf AllReduce sweep, wall s", *installs], [row], raw
 
 
+def nccl_tests(installs: dict[str, str], all_reduce_perf: Path, log: Log) -> Figure:
+    """NVIDIA's all_reduce_perf; libmpi from each installation's environment
+    (MPICH's wheel), which the binary was built against."""
+    row: list[Any] = ["2 x 8, 8 B to 128 MiB, -c 1"]
+    raw = []
+    for label, exe in installs.items():
+        log(f"nccl-tests: {label}")
+        lib = Path(exe).resolve().parent.parent / "lib"
+        r = launch(exe, 2, 8, ["sh", "-c", f'LD_LIBRARY_PATH="{lib}:$LD_LIBRARY_PATH" exec "$0" "$@"',
+                               str(all_reduce_perf), "-b", "8", "-e", "128M", "-f", "2", "-c", "1", "-g", "1"])
+        raw.append({"figure": "all_reduce_perf", "install": label, **{k: v for k, v in r.items() if k != "probe"}})
+        row.append("failed" if r["rc"] else f"{r['wall_s']:.1f}")
+    return ["nccl-tests all_reduce_perf, wall s", *installs], [row], raw
+
+
 def scale(installs: dict[str, str], hosts_list: list[int], log: Log) -> Figure:
     rows, raw = [], []
     for hosts in hosts_list:
@@ -181,7 +205,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ncclsim", action="append", default=[], metavar="LABEL=PATH",
                     help="an installation's ncclsim script (repeat; default: now=<beside this interpreter>)")
-    ap.add_argument("--figures", default="small,large,perf", help="small,large,perf,scale")
+    ap.add_argument("--figures", default="small,large,perf", help="small,large,perf,scale,nccl-tests")
+    ap.add_argument("--all-reduce-perf", type=Path, metavar="PATH",
+                    help="NVIDIA's all_reduce_perf built with MPI=1 (for the nccl-tests figure; see README)")
     ap.add_argument("--scale", default="8,32,64,128", help="hosts of 8 GPUs for the scale figure")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
@@ -189,15 +215,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     if bad:
         ap.error(f"--ncclsim wants LABEL=PATH of an ncclsim script: {', '.join(bad)}")
     installs = dict(a.split("=", 1) for a in args.ncclsim) or {"now": str(Path(sys.executable).parent / "ncclsim")}
-    unknown = [f for f in args.figures.split(",") if f not in ("small", "large", "perf", "scale")]
+    known = ("small", "large", "perf", "scale", "nccl-tests")
+    unknown = [f for f in args.figures.split(",") if f not in known]
     if unknown:
-        ap.error(f"unknown figure(s) {', '.join(unknown)}: choose from small, large, perf, scale")
+        ap.error(f"unknown figure(s) {', '.join(unknown)}: choose from {', '.join(known)}")
+    if "nccl-tests" in args.figures.split(",") and not (args.all_reduce_perf and args.all_reduce_perf.is_file()):
+        ap.error("the nccl-tests figure needs --all-reduce-perf PATH (NVIDIA's all_reduce_perf, built with MPI=1)")
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     figures = args.figures.split(",")
     out: dict[str, Any] = {"machine": machine(), "installs": installs, "runs": []}
     for name in figures:
         if name == "scale":
             headers, rows, raw = scale(installs, [int(h) for h in args.scale.split(",")], log)
+        elif name == "nccl-tests":
+            headers, rows, raw = nccl_tests(installs, args.all_reduce_perf.resolve(), log)
         else:
             headers, rows, raw = {"small": small, "large": large, "perf": perf}[name](installs, log)
         out["runs"] += raw
