@@ -454,34 +454,39 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
     int nrecv = recv ? p->nrecv : 0, nsend = send ? p->nsend : 0;
     size_t bytes = (size_t)(nelem > 0 ? nelem : 0) * p->esz;
     char *srcs[FC_PRIMS_MAX_PEERS] = {0}, *dsts[FC_PRIMS_MAX_PEERS] = {0};
-    char *staged = NULL; /* nrecv + nsend slots of `bytes`, for multicast connections */
+    char *staged = NULL; /* nrecv slots of `bytes`, for multicast receives */
     for (int i = 0; i < nrecv; i++)
         if (!wait_recv(p, i, p->rstep[i] + sps)) return;
     for (int i = 0; i < nsend; i++)
         if (!wait_send(p, i, p->sstep[i] + sps)) return;
-    for (int i = 0; i < nrecv + nsend; i++) {
-        fc_conn *c = i < nrecv ? &p->recv[i] : &p->send[i - nrecv];
-        char *slot = simple_slot(p, c, i < nrecv ? p->rstep[i] : p->sstep[i - nrecv]);
-        if (c->mc && !staged && !(staged = fc_task_scratch(p->t, (size_t)(nrecv + nsend) * bytes + 1))) {
+    for (int i = 0; i < nrecv; i++) {
+        fc_conn *c = &p->recv[i];
+        char *slot = simple_slot(p, c, p->rstep[i]);
+        if (c->mc && !staged && !(staged = fc_task_scratch(p->t, (size_t)nrecv * bytes + 1))) {
             fc_emu_fail(p->e, "%s: out of memory", p->who);
             return;
         }
-        char *at = c->mc ? staged + (size_t)i * bytes : slot;
-        if (i < nrecv && c->mc && !p->e->no_payload) { /* multimem.ld_reduce */
+        srcs[i] = c->mc ? staged + (size_t)i * bytes : slot;
+        if (c->mc && !p->e->no_payload) { /* multimem.ld_reduce */
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, slot, copies);
-            fc_reduce_multimem(&p->op, at, (const void *const *)copies, ncopies, bytes / p->esz);
+            fc_reduce_multimem(&p->op, srcs[i], (const void *const *)copies, ncopies, bytes / p->esz);
         }
-        if (i < nrecv) srcs[i] = at;
-        else dsts[i - nrecv] = at;
+    }
+    /* multimem.st: the step goes to the first GPU's copy, then to the others'
+     * (readers see none of it before the tail moves, below) */
+    for (int i = 0; i < nsend; i++) {
+        const fc_conn *c = &p->send[i];
+        char *slot = simple_slot(p, c, p->sstep[i]);
+        dsts[i] = c->mc && c->mc->n > 0 ? slot + c->mc->delta[0] : slot;
     }
     fn(p, ctx, srcs, nrecv, dsts, nsend);
     for (int i = 0; i < nsend; i++) {
         fc_conn *c = &p->send[i];
-        if (c->mc && !p->e->no_payload) { /* multimem.st */
+        if (c->mc && !p->e->no_payload) {
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, simple_slot(p, c, p->sstep[i]), copies);
-            for (int k = 0; k < ncopies; k++) memcpy(copies[k], dsts[i], bytes);
+            for (int k = 1; k < ncopies; k++) memcpy(copies[k], copies[0], bytes);
         }
         fc_prims_conn_set_size(p, c, p->sstep[i], (int64_t)bytes);
     }
