@@ -9,8 +9,8 @@ of its (simulated) host.
 from __future__ import annotations
 
 import os
-import sys
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
