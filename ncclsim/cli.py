@@ -9,24 +9,30 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Mapping, NoReturn, Optional, Sequence, TextIO
+from typing import Mapping, NamedTuple, NoReturn, Optional, Sequence, TextIO
 
 from ncclsim import NcclsimError, __version__
 from ncclsim.platform.models import GpuCatalog, load_models
 
-# The module registering each sub-command, with the names it registers, in
-# the order `ncclsim --help` lists them (`topo` gets `render` added to it).
-# A command line imports only its command's module: all of them take longer
-# to import than most commands take to run.
-COMMANDS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("env", "info", "platform"), "ncclsim.platform.cli"),
-    (("probe",), "ncclsim.probe.cli"),
-    (("launch",), "ncclsim.launch.cli"),
-    (("clean",), "ncclsim.launch.clean_cli"),
-    (("report",), "ncclsim.report.cli"),
-    (("diff",), "ncclsim.report.diff_cli"),
-    (("sweep",), "ncclsim.sweep.cli"),
-    (("topo",), "ncclsim.topology.cli"),
+
+class Command(NamedTuple):
+    names: tuple[str, ...]  # what it registers
+    module: str  # whose `register(sub, catalog[, actions])` does
+    actions: tuple[str, ...] = ()  # modules adding actions to it, from above its package
+
+
+# In the order `ncclsim --help` lists them. A command line imports only its
+# command's modules: all of them take longer to import than most commands
+# take to run.
+COMMANDS: tuple[Command, ...] = (
+    Command(("env", "info", "platform"), "ncclsim.platform.cli"),
+    Command(("probe",), "ncclsim.probe.cli"),
+    Command(("launch",), "ncclsim.launch.cli"),
+    Command(("clean",), "ncclsim.launch.clean_cli"),
+    Command(("report",), "ncclsim.report.cli"),
+    Command(("diff",), "ncclsim.report.diff_cli"),
+    Command(("sweep",), "ncclsim.sweep.cli"),
+    Command(("topo",), "ncclsim.topology.cli", actions=("ncclsim.render.cli",)),
 )
 
 
@@ -43,13 +49,12 @@ def build_parser(catalog: GpuCatalog, argv: Optional[Sequence[str]] = None) -> a
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     named = next((a for a in argv or () if not a.startswith("-")), None)
-    chosen = [m for names, m in COMMANDS if named in names] or [m for _, m in COMMANDS]
-    for name in chosen:
-        module = importlib.import_module(name)
-        if name == "ncclsim.topology.cli":
-            module.register(sub, catalog, actions=(importlib.import_module("ncclsim.render.cli"),))
+    for command in [c for c in COMMANDS if named in c.names] or COMMANDS:
+        register = importlib.import_module(command.module).register
+        if command.actions:
+            register(sub, catalog, actions=tuple(importlib.import_module(a) for a in command.actions))
         else:
-            module.register(sub, catalog)
+            register(sub, catalog)
     return parser
 
 

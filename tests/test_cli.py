@@ -17,12 +17,12 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_the_table_names_what_each_module_registers(catalog: GpuCatalog) -> None:
-    every = {n for names, _ in COMMANDS for n in names}
+    every = {n for c in COMMANDS for n in c.names}
     assert _commands(build_parser(catalog)) == every
-    for names, module in COMMANDS:
-        for name in names:
+    for command in COMMANDS:
+        for name in command.names:
             # a command line names one command: only its module is asked
-            assert _commands(build_parser(catalog, [name, "--help"])) == set(names), module
+            assert _commands(build_parser(catalog, [name, "--help"])) == set(command.names), command.module
     assert _commands(build_parser(catalog, ["--version"])) == every
     assert _commands(build_parser(catalog, ["nosuch"])) == every  # argparse lists them in its error
 

@@ -65,16 +65,15 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
     for (int i = 0; i < v->n; i++) post_counter(copy_of(counter, v, i), value, false);
 }
 
-/* Every copy of a multicast buffer address (or the address itself). */
+/* Copy i of a multicast buffer address (without multicast: the address
+ * itself), and every copy. */
+static char *buffer_copy(const fc_conn *c, char *at, int i) { return c->mc ? at + c->mc->delta[i] : at; }
+
 static int buffer_copies(const fc_conn *c, char *at, char **out)
 {
-    const fc_mc_view *v = c->mc;
-    if (!v) {
-        out[0] = at;
-        return 1;
-    }
-    for (int i = 0; i < v->n; i++) out[i] = at + v->delta[i];
-    return v->n;
+    int n = c->mc ? c->mc->n : 1;
+    for (int i = 0; i < n; i++) out[i] = buffer_copy(c, at, i);
+    return n;
 }
 
 /* ---- connections ---- */
@@ -475,11 +474,8 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
     }
     /* multimem.st: the step goes to the first GPU's copy, then to the others'
      * (readers see none of it before the tail moves, below) */
-    for (int i = 0; i < nsend; i++) {
-        const fc_conn *c = &p->send[i];
-        char *slot = simple_slot(p, c, p->sstep[i]);
-        dsts[i] = c->mc && c->mc->n > 0 ? slot + c->mc->delta[0] : slot;
-    }
+    for (int i = 0; i < nsend; i++)
+        dsts[i] = buffer_copy(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), 0);
     fn(p, ctx, srcs, nrecv, dsts, nsend);
     for (int i = 0; i < nsend; i++) {
         fc_conn *c = &p->send[i];
