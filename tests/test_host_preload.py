@@ -129,3 +129,56 @@ def test_empty_receive_loop_sleeps_until_data(lib_dir: Path, clean_env: dict[str
     assert cpu < 0.25 * spinning_cpu, (cpu, spinning_cpu)
     # Woken by the data, not by a timeout much later.
     assert late < 0.1, late
+
+
+# Two NCCL progress threads, of devices 0 and 1, loop over sched_yield as
+# NCCL's proxy does while it waits; a thread working for device 0 nudges the
+# proxies every millisecond (an emulated GPU posting a step). Prints each
+# progress thread's passes in 0.5 s and the nudges.
+PROXIES = r"""
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+host = ctypes.CDLL(None)
+PR_SET_NAME = 15
+stop = threading.Event()
+passes = {}
+def progress(dev):
+    libc.prctl(PR_SET_NAME, f"NCCL Progress {dev}".encode(), 0, 0, 0)
+    host.ncclsim_thread_device(dev)
+    n = 0
+    while not stop.is_set():
+        libc.sched_yield()
+        n += 1
+    passes[dev] = n
+threads = [threading.Thread(target=progress, args=(d,)) for d in (0, 1)]
+for t in threads:
+    t.start()
+time.sleep(0.05)
+host.ncclsim_thread_device(0)
+nudges, end = 0, time.monotonic() + 0.5
+while time.monotonic() < end:
+    host.ncclsim_nudge_proxies()
+    nudges += 1
+    time.sleep(0.001)
+stop.set()
+host.ncclsim_nudge_proxies()
+host.ncclsim_thread_device(1)
+host.ncclsim_nudge_proxies()
+for t in threads:
+    t.join()
+print(passes[0], passes[1], nudges)
+"""
+
+
+def test_a_proxy_thread_wakes_for_its_own_device_only(lib_dir: Path, clean_env: dict[str, str]) -> None:
+    """With a process per host, 8 progress threads share a process: a step of
+    one GPU wakes its own rank's proxy, not the other 7."""
+    proc = subprocess.run([sys.executable, "-c", PROXIES], env={**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)},
+                          text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    own, other, nudges = (int(w) for w in proc.stdout.split())
+    # Device 0's proxy runs a few passes per nudge before it sleeps again;
+    # device 1's sleeps through them (it wakes only at its timeouts, 2 ms
+    # at most once nothing happens).
+    assert own >= nudges > 100, (own, nudges)
+    assert other < own / 4, (own, other, nudges)

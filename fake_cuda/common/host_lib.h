@@ -25,6 +25,9 @@ NCCLSIM_HOST_API volatile uint32_t *ncclsim_gpu_nudges(void);
  * after; announcements with no sleeper then cost no system call. */
 NCCLSIM_HOST_API void ncclsim_gpu_nudge_sleepers(int delta);
 NCCLSIM_HOST_API void ncclsim_watch_fd(int fd, short events);
+/* The device whose work the calling thread does from now on (-1: none):
+ * what its nudges and watched sockets concern. */
+NCCLSIM_HOST_API void ncclsim_thread_device(int dev);
 
 /* Whether a return address lies in NCCL (callers.c). */
 NCCLSIM_HOST_API bool ncclsim_caller_is_nccl(const void *ret);

@@ -54,6 +54,12 @@ static inline void fc_wake_word(const volatile void *word, bool proxy)
     if (proxy) fc_nudge_proxies();
 }
 
+/* The calling thread works for device `dev` (-1: none) from now on. */
+static inline void fc_thread_device(int dev)
+{
+    if (ncclsim_thread_device) ncclsim_thread_device(dev);
+}
+
 /* Watch fd for `events` (POLLIN, POLLOUT; 0: stop watching) while proxies sleep. */
 static inline void fc_watch_fd(int fd, short events)
 {

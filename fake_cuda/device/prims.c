@@ -11,6 +11,7 @@
 #include "idle.h"
 #include "int_math.h"
 #include "step_time.h"
+#include "stream_store.h"
 
 #define NCCL_MODE_OFFSET 1
 /* LL: every NCCL_LL_CLEAN_MASK+1 steps the sender rewrites a whole step of
@@ -281,25 +282,38 @@ static bool wait_send(fc_prims *p, int i, uint64_t want) { return fc_prims_conn_
  * slot per peer, and the team's copies behind one multicast slot. */
 #define MAX_BUFS (1 + FC_PRIMS_MAX_PEERS + FC_MC_MAX_TEAM)
 
-/* Several destinations take the result a piece at a time, each piece copied
- * on while it is still in the cache: the sources are read from memory once. */
+/* Several destinations take the result a piece at a time: computed into a
+ * buffer that stays in the cache, then stored to each, so the sources are
+ * read from memory once. */
 #define COMBINE_PIECE_BYTES (32u << 10)
+static __thread _Alignas(64) char combine_piece[COMBINE_PIECE_BYTES];
 
 /* The reduction of a primitive: srcs[0] is the user's source when there is
  * one (the pre-op applies to it when it is the input buffer), then every
- * receive slot; the result goes to dsts[0] and is copied to the others. */
+ * receive slot; the result goes to every destination. A large result is
+ * read next by another GPU's flow or by the user (stream_store.h). */
 static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int ndsts, size_t n, bool pre,
                     bool post)
 {
     if (!n || !nsrcs || !ndsts || p->e->no_payload) return;
-    size_t piece = ndsts > 1 ? COMBINE_PIECE_BYTES / p->esz : n;
-    const void *at[MAX_BUFS];
-    for (size_t first = 0; first < n; first += piece) {
-        size_t k = n - first < piece ? n - first : piece, off = first * p->esz;
-        for (int s = 0; s < nsrcs; s++) at[s] = (const char *)srcs[s] + off;
-        char *d0 = (char *)dsts[0] + off;
-        fc_reduce(&p->op, d0, at, nsrcs, k, pre, post);
-        for (int i = 1; i < ndsts; i++) memcpy((char *)dsts[i] + off, d0, k * p->esz);
+    bool streaming = n * p->esz >= FC_STREAM_MIN_BYTES;
+    if (ndsts == 1 && streaming) {
+        fc_reduce_streaming(&p->op, dsts[0], srcs, nsrcs, n, pre, post);
+    } else if (ndsts == 1) {
+        fc_reduce(&p->op, dsts[0], srcs, nsrcs, n, pre, post);
+    } else {
+        size_t piece = COMBINE_PIECE_BYTES / p->esz;
+        const void *at[MAX_BUFS];
+        for (size_t first = 0; first < n; first += piece) {
+            size_t k = n - first < piece ? n - first : piece, off = first * p->esz;
+            for (int s = 0; s < nsrcs; s++) at[s] = (const char *)srcs[s] + off;
+            fc_reduce(&p->op, combine_piece, at, nsrcs, k, pre, post);
+            for (int i = 0; i < ndsts; i++) {
+                if (streaming) fc_stream_store((char *)dsts[i] + off, combine_piece, k * p->esz);
+                else memcpy((char *)dsts[i] + off, combine_piece, k * p->esz);
+            }
+        }
+        if (streaming) fc_stream_fence();
     }
     fc_task_progress(p->t);
 }

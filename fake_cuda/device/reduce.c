@@ -23,6 +23,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "stream_store.h"
+
 enum { BLK = 512 };
 
 typedef union {
@@ -341,14 +343,16 @@ static void load(block *b, const void *src, size_t off, size_t bytes) {
     if (bytes < sizeof *b) memset((char *)b + bytes, 0, sizeof *b - bytes);
 }
 
-void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
-               bool pre_first, bool post) {
+static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n, bool pre_first,
+                   bool post, bool streaming)
+{
     if (!fc_redop_valid(op) || nsrcs < 1) return;
     size_t size = type_size[op->type];
     bool pre = pre_first && op->redop == FC_NCCL_REDOP_PreMulSum; /* other preOps: identity */
     post = post && op->redop == FC_NCCL_REDOP_SumPostDiv;         /* other postOps: identity */
     if (nsrcs == 1 && !pre && !post) {
-        if (dst != srcs[0]) memmove(dst, srcs[0], n * size);
+        if (dst != srcs[0] && streaming) fc_stream_copy(dst, srcs[0], n * size);
+        else if (dst != srcs[0]) memmove(dst, srcs[0], n * size);
         return;
     }
     params p;
@@ -363,8 +367,21 @@ void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs
             reduce_block(&p, &a, &b);
         }
         if (post) postdiv_block(&p, &a);
-        memcpy((char *)dst + off, a.u8, bytes);
+        if (streaming) fc_stream_store((char *)dst + off, a.u8, bytes);
+        else memcpy((char *)dst + off, a.u8, bytes);
     }
+    if (streaming) fc_stream_fence();
+}
+
+void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n, bool pre_first, bool post)
+{
+    reduce(op, dst, srcs, nsrcs, n, pre_first, post, false);
+}
+
+void fc_reduce_streaming(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
+                         bool pre_first, bool post)
+{
+    reduce(op, dst, srcs, nsrcs, n, pre_first, post, true);
 }
 
 /* multimem.ld_reduce.add of f16/bf16 with .acc::f32 (what NCCL asks for from

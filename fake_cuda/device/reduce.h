@@ -46,6 +46,11 @@ bool fc_redop_valid(const fc_redop *op);
 void fc_reduce(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
                bool pre_first, bool post);
 
+/* fc_reduce for a large result the caller does not read again soon: stored
+ * past the cache (stream_store.h). */
+void fc_reduce_streaming(const fc_redop *op, void *dst, const void *const *srcs, int nsrcs, size_t n,
+                         bool pre_first, bool post);
+
 /* What a multimem load-reduce (NVLS) returns for the copies srcs[0..nsrcs):
  * as fc_reduce without pre/post operations, except that f16 and bf16 sums
  * accumulate in fp32 and round once (multimem.ld_reduce ... .acc::f32). */

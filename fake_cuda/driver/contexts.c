@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idle.h"
 #include "internal.h"
 
 struct fc_ctx_local {
@@ -62,6 +63,14 @@ bool fc_valid_ctx(CUcontext c)
 }
 
 CUcontext fc_current_ctx(void) { return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL; }
+
+/* After every change of this thread's current context: the host library
+ * wakes a sleeping NCCL proxy thread only for its own device's work. */
+static void current_changed(void)
+{
+    CUcontext c = fc_current_ctx();
+    fc_thread_device(c ? c->device : -1);
+}
 
 CUresult fc_ctx_current_checked(CUcontext *out)
 {
@@ -166,6 +175,7 @@ FC_API CUresult cuCtxSetCurrent(CUcontext ctx)
     } else {
         ctx_depth--;
     }
+    current_changed();
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", ctx ? ctx->id : 0ull);
 }
 
@@ -183,6 +193,7 @@ FC_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
     if (!ctx || ctx->magic != FC_CTX_MAGIC) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
     if (ctx_depth >= STACK_MAX) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"depth\":%d", ctx_depth);
     ctx_stack[ctx_depth++] = ctx;
+    current_changed();
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", ctx->id);
 }
 
@@ -193,6 +204,7 @@ FC_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
     REQUIRE_INIT();
     if (ctx_depth == 0) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
     CUcontext c = ctx_stack[--ctx_depth];
+    current_changed();
     if (pctx) *pctx = c;
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", c ? c->id : 0ull);
 }
@@ -214,6 +226,7 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
         return CUDA_ERROR_INVALID_VALUE;
     }
     ctx_stack[ctx_depth++] = c; /* a new context becomes current */
+    current_changed();
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -260,6 +273,7 @@ FC_API CUresult cuCtxDestroy_v2(CUcontext ctx)
             ctx_depth--;
             i--;
         }
+    current_changed();
     unsigned long long id = ctx->id;
     ctx->magic = 0; /* the memory is kept: stale handles fail the magic check */
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", id);

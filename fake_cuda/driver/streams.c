@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "idle.h"
 #include "internal.h"
 #include "timing.h"
 
@@ -141,6 +142,7 @@ static void *worker_main(void *arg)
     struct CUstream_st *s = arg;
     struct stream_ext *e = ext(s);
     pthread_setname_np(pthread_self(), "ncclsim stream"); /* in top, perf, gdb */
+    fc_thread_device(s->ctx->device); /* the GPU's work runs here: its nudges concern its device */
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while ((!s->head || e->busy || e->parked) && !(e->destroyed && !s->head))

@@ -21,6 +21,7 @@ static unsigned classify(const void *ret)
     const char *base = strrchr(info.dli_fname, '/');
     base = base ? base + 1 : info.dli_fname;
     unsigned kind = has_prefix(base, "libnccl.so") ? HOST_CALLER_NCCL : 0;
+    if (has_prefix(base, "libstdc++.so")) kind |= HOST_CALLER_CXX_RUNTIME;
     /* NCCL and its net plugins (libnccl-net-*.so), the simulated driver and
      * NVML, MPI, and this library's own code. */
     static const char *const real_time[] = {"libnccl", "libcuda.so", "libnvidia-ml.so", "libmpi", "libpmpi"};
@@ -30,7 +31,7 @@ static unsigned classify(const void *ret)
     return kind;
 }
 
-/* Verdicts by code page, page << 3 | 4 | kind in one word, so that a reader
+/* Verdicts by code page, page << 4 | 8 | kind in one word, so that a reader
  * never pairs one page with another's verdict; 0: none yet. */
 #define PAGES 4096
 static _Atomic uint64_t pages[PAGES];
@@ -39,9 +40,9 @@ unsigned host_caller(const void *ret)
 {
     uint64_t page = (uintptr_t)ret >> 12, slot = (page * 0x9e3779b97f4a7c15ull) >> 52;
     uint64_t seen = atomic_load_explicit(&pages[slot], memory_order_relaxed);
-    if (seen >> 3 == page && seen & 4) return (unsigned)(seen & 3);
+    if (seen >> 4 == page && seen & 8) return (unsigned)(seen & 7);
     unsigned kind = classify(ret);
-    atomic_store_explicit(&pages[slot], page << 3 | 4 | kind, memory_order_relaxed);
+    atomic_store_explicit(&pages[slot], page << 4 | 8 | kind, memory_order_relaxed);
     return kind;
 }
 

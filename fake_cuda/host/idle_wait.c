@@ -28,39 +28,74 @@
 
 #include "idle.h"
 #include "interpose.h"
+#include "platform.h"
 
 /* A progress loop pass is a few microseconds: this many empty passes in a
  * row mean the thread waits. */
 #define IDLE_YIELDS 16
 #define SLEEP_MIN_NS 50000L
 #define SLEEP_MAX_NS 2000000L
-#define MAX_WATCHED 256
+#define MAX_WATCHED 256 /* per device; more than that: the timeout covers them */
+#define MAX_FD 65536    /* watched sockets are numbered below this */
 /* A thread's name is set by its creator after it starts: look again now and
  * then until it is known to be a progress thread. */
 #define NAME_RECHECK 256
 
-static int proxy_sleepers;
-static int wake_fd = -1; /* eventfd: written when proxies sleep and something happened */
-static uint32_t proxy_events; /* counts nudges: a sleeper that saw it change does not sleep */
+/* NCCL runs a progress thread per rank, and what wakes one (its GPU's step,
+ * data on its sockets) concerns that rank only: with a process per host,
+ * one wake for all would wake 8 threads for one's work, and each would
+ * poll every socket of the process. So sleepers and what wakes them are
+ * kept per device (the driver says which device a thread works for: NCCL's
+ * progress thread sets its rank's, a stream's worker runs its GPU's work);
+ * a thread whose device is not known sleeps in the last slot, which every
+ * nudge wakes. */
+#define ANY_DEVICE FC_MAX_GPUS
+typedef struct {
+    uint32_t events; /* counts nudges: a sleeper that saw it change does not sleep */
+    int sleepers;
+    bool made;       /* wake_fd: made at the first sleep */
+    int wake_fd;     /* eventfd, written when something happened and a thread sleeps */
+    int nwatched;
+    struct pollfd watched[MAX_WATCHED];
+} proxy_slot;
+static proxy_slot slots[FC_MAX_GPUS + 1];
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER; /* making wake_fd; watched */
+static unsigned char fd_slot[MAX_FD]; /* a watched socket's slot + 1; 0: not watched */
+
+static __thread int thread_device = -1;
+
 static volatile uint32_t gpu_events;
 static int gpu_sleepers; /* threads in a sleep that gpu_events wakes */
 
-static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct pollfd watched[MAX_WATCHED];
-static int nwatched;
+EXPORT void ncclsim_thread_device(int dev) { thread_device = dev >= 0 && dev < FC_MAX_GPUS ? dev : -1; }
 
-static void make_wake_fd(void) { __atomic_store_n(&wake_fd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), __ATOMIC_RELEASE); }
+static int my_slot(void) { return thread_device >= 0 ? thread_device : ANY_DEVICE; }
+
+static void nudge_slot(proxy_slot *s)
+{
+    /* seq_cst here and in the sleeper: one of the two sees the other's change */
+    __atomic_fetch_add(&s->events, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->sleepers, __ATOMIC_SEQ_CST) > 0 && __atomic_load_n(&s->made, __ATOMIC_ACQUIRE)) {
+        uint64_t one = 1;
+        int e = errno;
+        if (write(s->wake_fd, &one, sizeof one) < 0) { /* a full counter still wakes */
+        }
+        errno = e;
+    }
+}
+
+static void nudge_all(void)
+{
+    for (int i = 0; i <= ANY_DEVICE; i++) nudge_slot(&slots[i]);
+}
 
 EXPORT void ncclsim_nudge_proxies(void)
 {
-    /* seq_cst here and in the sleeper: one of the two sees the other's change */
-    __atomic_fetch_add(&proxy_events, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&proxy_sleepers, __ATOMIC_SEQ_CST) > 0 && __atomic_load_n(&wake_fd, __ATOMIC_ACQUIRE) >= 0) {
-        uint64_t one = 1;
-        int e = errno;
-        if (write(wake_fd, &one, sizeof one) < 0) { /* a full counter still wakes */
-        }
-        errno = e;
+    if (thread_device < 0) {
+        nudge_all();
+    } else {
+        nudge_slot(&slots[thread_device]);
+        nudge_slot(&slots[ANY_DEVICE]);
     }
 }
 
@@ -79,20 +114,40 @@ EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events; }
 
 EXPORT void ncclsim_gpu_nudge_sleepers(int delta) { __atomic_fetch_add(&gpu_sleepers, delta, __ATOMIC_SEQ_CST); }
 
+/* With watch_lock held: drop fd from slot i's watched sockets. */
+static void unwatch(int i, int fd)
+{
+    proxy_slot *s = &slots[i];
+    for (int k = 0; k < s->nwatched; k++)
+        if (s->watched[k].fd == fd) {
+            s->watched[k] = s->watched[--s->nwatched];
+            break;
+        }
+    fd_slot[fd] = 0;
+}
+
+/* The calling thread's slot watches fd (0 events: nobody does). */
 EXPORT void ncclsim_watch_fd(int fd, short events)
 {
+    if (fd < 0 || fd >= MAX_FD) return;
+    int to = my_slot(), from = -1;
     pthread_mutex_lock(&watch_lock);
-    int i = 0;
-    while (i < nwatched && watched[i].fd != fd) i++;
-    if (events && i < nwatched) {
-        watched[i].events = events;
-    } else if (events && i < MAX_WATCHED) { /* more than that: the timeout covers them */
-        watched[nwatched++] = (struct pollfd){.fd = fd, .events = events};
-    } else if (!events && i < nwatched) {
-        watched[i] = watched[--nwatched];
+    if (fd_slot[fd]) {
+        from = fd_slot[fd] - 1;
+        if (!events || from != to) unwatch(from, fd);
+    }
+    proxy_slot *s = &slots[to];
+    if (events && fd_slot[fd]) {
+        for (int k = 0; k < s->nwatched; k++)
+            if (s->watched[k].fd == fd) s->watched[k].events = events;
+    } else if (events && s->nwatched < MAX_WATCHED) {
+        s->watched[s->nwatched++] = (struct pollfd){.fd = fd, .events = events};
+        fd_slot[fd] = (unsigned char)(to + 1);
     }
     pthread_mutex_unlock(&watch_lock);
-    ncclsim_nudge_proxies(); /* a sleeper polls the new set */
+    /* a sleeper polls the new set */
+    if (from >= 0 && from != to) nudge_slot(&slots[from]);
+    if (events) nudge_slot(&slots[to]);
 }
 
 enum host_thread host_thread_kind(void)
@@ -108,26 +163,29 @@ enum host_thread host_thread_kind(void)
     return (enum host_thread)known;
 }
 
-/* Sleep until a nudge, a watched socket or `ns` pass. */
-static void sleep_until_event(uint32_t seen, long ns)
+/* Sleep until a nudge of slot i, one of its watched sockets or `ns` pass. */
+static void sleep_until_event(int i, uint32_t seen, long ns)
 {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, make_wake_fd);
-    if (wake_fd < 0) return;
+    proxy_slot *s = &slots[i];
     struct pollfd fds[MAX_WATCHED + 1];
-    fds[0] = (struct pollfd){.fd = wake_fd, .events = POLLIN};
     pthread_mutex_lock(&watch_lock);
-    memcpy(fds + 1, watched, (size_t)nwatched * sizeof fds[0]);
-    int n = 1 + nwatched;
+    if (!s->made) {
+        s->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* -1: the thread only yields */
+        __atomic_store_n(&s->made, true, __ATOMIC_RELEASE);
+    }
+    fds[0] = (struct pollfd){.fd = s->wake_fd, .events = POLLIN};
+    memcpy(fds + 1, s->watched, (size_t)s->nwatched * sizeof fds[0]);
+    int n = 1 + s->nwatched;
     pthread_mutex_unlock(&watch_lock);
-    __atomic_fetch_add(&proxy_sleepers, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&proxy_events, __ATOMIC_SEQ_CST) == seen) {
+    if (fds[0].fd < 0) return;
+    __atomic_fetch_add(&s->sleepers, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&s->events, __ATOMIC_SEQ_CST) == seen) {
         struct timespec ts = {0, ns};
         ppoll(fds, (nfds_t)n, &ts, NULL);
     }
-    __atomic_fetch_sub(&proxy_sleepers, 1, __ATOMIC_SEQ_CST);
+    __atomic_fetch_sub(&s->sleepers, 1, __ATOMIC_SEQ_CST);
     uint64_t drained;
-    if (read(wake_fd, &drained, sizeof drained) < 0) { /* nothing to drain */
+    if (read(fds[0].fd, &drained, sizeof drained) < 0) { /* nothing to drain */
     }
 }
 
@@ -145,7 +203,8 @@ EXPORT int sched_yield(void)
     if (host_thread_kind() != HOST_THREAD_PROGRESS) return fn_();
     static __thread uint32_t seen;
     static __thread unsigned idle;
-    uint32_t now = __atomic_load_n(&proxy_events, __ATOMIC_ACQUIRE);
+    int slot = my_slot();
+    uint32_t now = __atomic_load_n(&slots[slot].events, __ATOMIC_ACQUIRE);
     if (now != seen) {
         seen = now;
         idle = 0;
@@ -154,7 +213,7 @@ EXPORT int sched_yield(void)
     int e = errno;
     unsigned doublings = (idle - IDLE_YIELDS) < 6 ? idle - IDLE_YIELDS : 6;
     long ns = SLEEP_MIN_NS << doublings;
-    sleep_until_event(seen, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS);
+    sleep_until_event(slot, seen, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS);
     errno = e;
     return 0;
 }
@@ -193,13 +252,15 @@ const struct timespec *host_sleep_length(const void *ret, const struct timespec 
 }
 
 /* NCCL posts operations to its proxy and then signals the proxy's condition
- * variable (std::condition_variable::notify_one, which calls
- * pthread_cond_signal; older releases call it directly). ncclsim's own
- * libraries only broadcast, so their stream hand-offs wake no proxy. */
+ * variable: with std::condition_variable::notify_one (libstdc++ calls
+ * pthread_cond_signal) or with pthread_cond_signal itself. Only those
+ * signals wake proxies: Python signals each time it hands over its
+ * interpreter lock, and ncclsim's own libraries only broadcast. */
 EXPORT int pthread_cond_signal(pthread_cond_t *c)
 {
     REAL(pthread_cond_signal);
     int r = fn_(c);
-    ncclsim_nudge_proxies();
+    if (host_caller(__builtin_return_address(0)) & (HOST_CALLER_NCCL | HOST_CALLER_CXX_RUNTIME))
+        nudge_all(); /* the poster's current device need not be the proxy's */
     return r;
 }

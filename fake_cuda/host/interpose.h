@@ -27,9 +27,11 @@ enum host_thread host_thread_kind(void);
 
 /* callers.c: the library a return address lies in (cached by code page):
  * NCCL's own (libnccl.so), and one whose clock reads stay real (NCCL, its
- * net plugins, the simulated driver and NVML, MPI, this library). */
+ * net plugins, the simulated driver and NVML, MPI, this library), and the
+ * C++ runtime. */
 #define HOST_CALLER_NCCL 1u
 #define HOST_CALLER_REAL_TIME 2u
+#define HOST_CALLER_CXX_RUNTIME 4u /* libstdc++ */
 unsigned host_caller(const void *ret);
 
 /* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`

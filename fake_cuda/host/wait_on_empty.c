@@ -106,8 +106,10 @@ static void wait_if_empty(int fd, long r)
     enum host_thread kind = host_thread_kind();
     bool sleeper = ++streak.empties >= EMPTY_YIELDS && streak.n <= MAX_SOCKETS &&
                    (kind == HOST_THREAD_OTHER || (kind == HOST_THREAD_NCCL && polled.n >= 0));
-    if (!sleeper)
-        host_yield(); /* not one that may sleep: idle_wait.c */
+    if (kind == HOST_THREAD_PROGRESS)
+        ; /* its loop yields once per pass, and sleeps when passes find nothing (idle_wait.c) */
+    else if (!sleeper)
+        host_yield();
     else if (again && streak.pass >= (unsigned)streak.n)
         sleep_on_streak(kind);
     errno = e;
