@@ -9,9 +9,10 @@
  *    that word (futex); whoever of ncclsim writes such a word wakes it
  *    (fc_wake_word), in this process or another one sharing the memory;
  *  - NCCL's proxy ("progress") threads, which poll in a loop that yields, sleep
- *    in the preloaded host library until the emulated GPU posts something
- *    (fc_nudge_proxies), NCCL's host code signals a condition variable, or a
- *    socket the net plugin waits on becomes ready (fc_watch_fd);
+ *    in the preloaded host library until their rank's emulated GPU posts
+ *    something (fc_nudge_proxies; fc_thread_device says whose work a thread
+ *    does), NCCL's host code signals a condition variable, or a socket the
+ *    net plugin waits on for them becomes ready (fc_watch_fd);
  *  - the words NCCL's proxy writes (a NET connection's head and tail) cannot
  *    be watched: the net plugin announces a completed request
  *    (fc_nudge_gpus), after which the proxy writes them, and an emulated GPU

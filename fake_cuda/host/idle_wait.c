@@ -6,7 +6,7 @@
  * (a 2 x 8 run on 2 cores: ~40 % of all samples in sched_yield). Here a
  * progress thread that yielded IDLE_YIELDS times in a row without anything
  * happening sleeps until something it may be waiting for happens:
- *  - an emulated GPU of this process posts a step (ncclsim_nudge_proxies),
+ *  - its rank's emulated GPU posts a step (ncclsim_nudge_proxies),
  *  - NCCL's host code signals a condition variable (pthread_cond_signal: it
  *    does when it posts new operations to the proxy),
  *  - a socket the net plugin waits on becomes ready (ncclsim_watch_fd),

@@ -23,7 +23,8 @@
  * connect: it sleeps the same way, on those sockets and on the ones NCCL's
  * last poll() looked at (its peers' requests). Results and errno are
  * unchanged, so nothing NCCL decides changes. NCCL's proxy progress threads
- * only yield here (idle_wait.c has their sleep). */
+ * do neither here: their loop yields once per pass and sleeps when passes
+ * find nothing (idle_wait.c). */
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
@@ -106,12 +107,10 @@ static void wait_if_empty(int fd, long r)
     enum host_thread kind = host_thread_kind();
     bool sleeper = ++streak.empties >= EMPTY_YIELDS && streak.n <= MAX_SOCKETS &&
                    (kind == HOST_THREAD_OTHER || (kind == HOST_THREAD_NCCL && polled.n >= 0));
-    if (kind == HOST_THREAD_PROGRESS)
-        ; /* its loop yields once per pass, and sleeps when passes find nothing (idle_wait.c) */
-    else if (!sleeper)
-        host_yield();
-    else if (again && streak.pass >= (unsigned)streak.n)
+    if (sleeper && again && streak.pass >= (unsigned)streak.n)
         sleep_on_streak(kind);
+    else if (!sleeper && kind != HOST_THREAD_PROGRESS) /* a progress loop yields once per pass (idle_wait.c) */
+        host_yield();
     errno = e;
 }
 
