@@ -99,6 +99,20 @@ def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
 
 
 @pytest.mark.e2e
+def test_the_probe_drives_the_gpus_launch_gives_each_process(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
+    """`launch --gpus-per-process 2 -- ncclsim probe` without the probe's own
+    flag: each process drives its 2 GPUs (4 ranks), not one."""
+    run = tmp_path / "run"
+    out = tmp_path / "probe.json"
+    proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--gpus-per-process", "2", "--",
+                   str(ncclsim_exe), "probe", "--ops", "allreduce", "--sizes", "8", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["nranks"] == 4 and result["processes"] == 2, result
+    assert result["operations"][0]["operation"] == "allreduce", result
+
+
+@pytest.mark.e2e
 def test_user_mpi_program_picks_gpu_by_hostname(run_cli, tmp_path: Path) -> None:
     exe = tmp_path / "mpi_hostname_rank"
     inc = [f"-I{b / p / 'include'}" for b in nvidia_package_dirs() for p in ("nccl", "cuda_runtime", "cuda_nvcc")

@@ -3,7 +3,8 @@ variables of torch.distributed's `env://` (RANK, WORLD_SIZE, LOCAL_RANK, ...),
 and torchrun's own (PET_*), so that `launch -- python train.py` runs a
 torchrun-style script one process per GPU, and `launch --gpus-per-process G
 -- torchrun train.py` runs torchrun once per simulated host with G workers,
-as on a real cluster. rank.sh exports them; $rank and $host are its own."""
+as on a real cluster; and the GPUs each process drives, for the probe.
+rank.sh exports them; $rank and $host are its own."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import socket
 from dataclasses import dataclass
 
 from ncclsim.launch.machines import Placement
+from ncclsim.platform.env import GPUS_PER_PROCESS_VARIABLE
 
 LOCAL_ADDR = "127.0.0.1"
 
@@ -44,4 +46,5 @@ class Rendezvous:
                 f"MASTER_ADDR={self.master_addr} MASTER_PORT={self.master_port}\n"
                 f"export PET_NNODES={self.hosts} PET_NODE_RANK=$host "
                 f"PET_NPROC_PER_NODE={self.gpus_per_process} "
-                f"PET_MASTER_ADDR={self.master_addr} PET_MASTER_PORT={self.master_port}\n")
+                f"PET_MASTER_ADDR={self.master_addr} PET_MASTER_PORT={self.master_port}\n"
+                f"export {GPUS_PER_PROCESS_VARIABLE}={self.gpus_per_process}\n")

@@ -90,6 +90,9 @@ TIMELINE_STEPS_VARIABLE = "NCCLSIM_TIMELINE_STEPS"
 # The emulation keeps NCCL's protocol and the modelled time but moves no data
 # and never reads or writes the program's buffers.
 NO_PAYLOAD_VARIABLE = "NCCLSIM_NO_PAYLOAD"
+# The GPUs each process of a launch drives (launch --gpus-per-process): what
+# the probe drives under MPI unless told otherwise.
+GPUS_PER_PROCESS_VARIABLE = "NCCLSIM_GPUS_PER_PROCESS"
 # What `ncclsim launch` decides for all ranks (a caller's own values are dropped).
 LAUNCH_VARIABLES = (*CLOCK_VARIABLES, TIMELINE_VARIABLE, TIMELINE_STEPS_VARIABLE, NO_PAYLOAD_VARIABLE)
 
@@ -97,6 +100,12 @@ LAUNCH_VARIABLES = (*CLOCK_VARIABLES, TIMELINE_VARIABLE, TIMELINE_STEPS_VARIABLE
 def timeline_settings(steps: bool) -> dict[str, str]:
     """The variables every rank shares besides its own NCCLSIM_TIMELINE path."""
     return {TIMELINE_STEPS_VARIABLE: "1"} if steps else {}
+
+
+def launched_gpus_per_process(environ: Mapping[str, str]) -> int:
+    """launch's --gpus-per-process in a rank's environment; 0 when not launched so."""
+    value = environ.get(GPUS_PER_PROCESS_VARIABLE, "")
+    return int(value) if value.isdigit() else 0
 
 
 def payload_settings(no_payload: bool) -> dict[str, str]:

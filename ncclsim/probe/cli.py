@@ -13,7 +13,7 @@ from typing import Any, Mapping, Optional, TextIO
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
 from ncclsim.nccl import wheels
-from ncclsim.platform.env import SimOptions, simulation_env, without_payload
+from ncclsim.platform.env import SimOptions, launched_gpus_per_process, simulation_env, without_payload
 from ncclsim.platform.models import GpuCatalog
 from ncclsim.probe.bindings import load
 from ncclsim.probe.check import REDUCTIONS
@@ -50,7 +50,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "or 'all' (default: none, initialise and destroy only)")
     p.add_argument("--sizes", default="8,1M", help="comma-separated sizes in bytes, e.g. 8,64K,16M")
     p.add_argument("--gpus-per-process", type=int, default=0, metavar="G",
-                   help="GPUs each process drives (default: all when alone, 1 under MPI)")
+                   help="GPUs each process drives (default: all when alone; under MPI, launch's "
+                        "--gpus-per-process, else 1)")
     p.add_argument("--iters", type=int, default=1, help="repetitions of each operation and size")
     p.add_argument("--warmup", type=int, default=0, metavar="N",
                    help="untimed repetitions before the timed ones (default 0)")
@@ -81,7 +82,8 @@ def options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
         raise NcclsimError("--gpus-per-process must be >= 0, --iters >= 1 and --warmup >= 0")
     sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
     return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, warmup=args.warmup,
-                        check=not args.no_check and not without_payload(environ), redop=args.redop)
+                        check=not args.no_check and not without_payload(environ), redop=args.redop,
+                        mpi_gpus_per_process=launched_gpus_per_process(environ) or 1)
 
 
 def execute(args: argparse.Namespace) -> int:

@@ -27,11 +27,12 @@ OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", 
 class ProbeOptions:
     operations: tuple[str, ...] = ()  # empty: initialise and destroy only
     sizes: tuple[int, ...] = (8, 1 << 20)
-    gpus_per_process: int = 0  # 0: every GPU the process sees, when alone
+    gpus_per_process: int = 0  # 0: every GPU the process sees when alone, else mpi_gpus_per_process
     iterations: int = 1
     warmup: int = 0  # untimed iterations before each operation and size (as nccl-tests' -w)
     check: bool = True  # compare every output with what NCCL must compute
     redop: str = "sum"  # the reductions' operator (check.REDUCTIONS)
+    mpi_gpus_per_process: int = 1  # launch's --gpus-per-process, in its ranks
 
 
 @dataclass
@@ -239,7 +240,7 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
 
     visible = libs.ffi.new("int *")
     libs.cuda_check(libs.cuda.cudaGetDeviceCount(visible), "cudaGetDeviceCount")
-    gpp = opts.gpus_per_process or (visible[0] if world.size == 1 else 1)
+    gpp = opts.gpus_per_process or (visible[0] if world.size == 1 else opts.mpi_gpus_per_process)
     first = local_rank * gpp
     if first + gpp > visible[0]:
         raise ProbeError(f"process {world.rank} needs GPUs {first}..{first + gpp - 1} of its host, "
