@@ -308,10 +308,7 @@ static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int 
             size_t k = n - first < piece ? n - first : piece, off = first * p->esz;
             for (int s = 0; s < nsrcs; s++) at[s] = (const char *)srcs[s] + off;
             fc_reduce(&p->op, combine_piece, at, nsrcs, k, pre, post);
-            for (int i = 0; i < ndsts; i++) {
-                if (streaming) fc_stream_store((char *)dsts[i] + off, combine_piece, k * p->esz);
-                else memcpy((char *)dsts[i] + off, combine_piece, k * p->esz);
-            }
+            for (int i = 0; i < ndsts; i++) fc_copy_for_reader((char *)dsts[i] + off, combine_piece, k * p->esz, streaming);
         }
         if (streaming) fc_stream_fence();
     }
@@ -496,7 +493,9 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
         if (c->mc && !p->e->no_payload) {
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, simple_slot(p, c, p->sstep[i]), copies);
-            for (int k = 1; k < ncopies; k++) memcpy(copies[k], copies[0], bytes);
+            bool streaming = bytes >= FC_STREAM_MIN_BYTES; /* as combine's */
+            for (int k = 1; k < ncopies; k++) fc_copy_for_reader(copies[k], copies[0], bytes, streaming);
+            if (streaming) fc_stream_fence();
         }
         fc_prims_conn_set_size(p, c, p->sstep[i], (int64_t)bytes);
     }

@@ -351,8 +351,8 @@ static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int n
     bool pre = pre_first && op->redop == FC_NCCL_REDOP_PreMulSum; /* other preOps: identity */
     post = post && op->redop == FC_NCCL_REDOP_SumPostDiv;         /* other postOps: identity */
     if (nsrcs == 1 && !pre && !post) {
-        if (dst != srcs[0] && streaming) fc_stream_copy(dst, srcs[0], n * size);
-        else if (dst != srcs[0]) memmove(dst, srcs[0], n * size);
+        if (dst != srcs[0]) fc_copy_for_reader(dst, srcs[0], n * size, streaming);
+        if (streaming) fc_stream_fence();
         return;
     }
     params p;
@@ -367,8 +367,7 @@ static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int n
             reduce_block(&p, &a, &b);
         }
         if (post) postdiv_block(&p, &a);
-        if (streaming) fc_stream_store((char *)dst + off, a.u8, bytes);
-        else memcpy((char *)dst + off, a.u8, bytes);
+        fc_copy_for_reader((char *)dst + off, a.u8, bytes, streaming);
     }
     if (streaming) fc_stream_fence();
 }

@@ -9,6 +9,7 @@
 #ifndef NCCLSIM_DEVICE_STREAM_STORE_H
 #define NCCLSIM_DEVICE_STREAM_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -60,10 +61,13 @@ static inline void fc_stream_fence(void)
 #endif
 }
 
-static inline void fc_stream_copy(void *dst, const void *src, size_t n)
+/* A copy another thread reads next: streamed when `streaming` (the caller's
+ * choice for the whole transfer: FC_STREAM_MIN_BYTES or more; then
+ * fc_stream_fence before publishing), else cached. */
+static inline void fc_copy_for_reader(void *dst, const void *src, size_t n, bool streaming)
 {
-    fc_stream_store(dst, src, n);
-    fc_stream_fence();
+    if (streaming) fc_stream_store(dst, src, n);
+    else memmove(dst, src, n);
 }
 
 #endif
