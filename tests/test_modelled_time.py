@@ -71,6 +71,24 @@ def test_copies_sleeps_and_reads_take_their_modelled_time(modelled_env, catalog:
     assert timed_out is False and 0.5 <= waited < 0.5 + 1e-6, res["timed_wait"]
 
 
+def test_a_full_queue_holds_the_host_until_a_slot_frees(modelled_env) -> None:
+    """A stream holds about a thousand operations (fake_cuda/driver/streams.c):
+    the host's next submission waits, in modelled time, for the operation
+    whose completion frees a slot, however far ahead the emulation is."""
+    r = subprocess.run([sys.executable, str(CHECKS), "modelled_queue"], env=modelled_env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads(r.stdout.split("RESULT ", 1)[1])
+    copy = constant("copy_latency_us") * 1e-6 + res["size"] / (constant("hbm_gbps") / 2 * 1e9)
+    after, depth = res["after_s"], 1024
+    assert after[depth - 2] < 10 * depth * constant("host_call_us") * 1e-6, "the host waited before the queue was full"
+    for n in range(depth, len(after)):  # submission n + 1 needs copy n + 1 - depth done
+        assert after[n] >= (n + 1 - depth) * copy * (1 - 1e-6), (n, after[n], copy)
+    # the host outpaces the copies: at the end it waits for each one
+    assert after[-1] == pytest.approx((len(after) - depth) * copy, rel=0.01), (after[-1], copy)
+    assert res["synced_s"] == pytest.approx(len(after) * copy, rel=0.01)
+
+
 def test_libraries_that_keep_real_time(modelled_env, tmp_path: Path) -> None:
     """A library named like NCCL's reads the real clock while the program's
     clock stands still (nothing modelled happens)."""

@@ -14,6 +14,19 @@
 #include "internal.h"
 #include "timing.h"
 
+/* A GPU's work queue is finite: a host thread that submits faster than the
+ * GPU completes blocks in the launch once about a thousand operations are
+ * pending (the depth is not documented; a thousand is the order seen on
+ * NVIDIA GPUs). Without a bound, a program that enqueues in a loop without
+ * synchronising holds every queued operation in memory. The operations
+ * ahead of a blocked submission were all submitted before it, so waiting
+ * for them cannot wait for the blocked thread. */
+#define STREAM_QUEUE_DEPTH 1024
+/* A blocked submission goes on once this many slots are free: waking the
+ * submitting thread for every slot would cost two thread switches per
+ * operation. Its modelled time is still that of the first free slot. */
+#define STREAM_QUEUE_REFILL (STREAM_QUEUE_DEPTH / 4)
+
 struct fc_op {
     fc_op_fn fn;
     fc_op_ready_fn ready; /* NULL: ready when it reaches the head */
@@ -42,6 +55,10 @@ struct stream_ext { /* state private to this file */
      * operations wakes them once, not per operation. */
     int syncing;
     uint64_t wake_at;
+    /* Modelled finish of the last STREAM_QUEUE_DEPTH operations, by
+     * completion count (modelled time only): a slot frees at its
+     * operation's modelled finish, however early the emulation got there. */
+    uint64_t *done_at;
 };
 
 static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
@@ -51,6 +68,7 @@ static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext
 static void op_done(struct CUstream_st *s, bool inline_op)
 {
     s->completed++;
+    if (ext(s)->done_at) ext(s)->done_at[(s->completed - 1) % STREAM_QUEUE_DEPTH] = s->modelled_done;
     fc_time_gpu_work(-1);
     if (inline_op || s->completed >= ext(s)->wake_at) pthread_cond_broadcast(&s->cond);
 }
@@ -112,6 +130,10 @@ struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority)
     struct stream_ext *e = calloc(1, sizeof *e);
     if (!e) return NULL;
     e->wake_at = UINT64_MAX;
+    if (fc_time_modelled() && !(e->done_at = calloc(STREAM_QUEUE_DEPTH, sizeof *e->done_at))) {
+        free(e);
+        return NULL;
+    }
     struct CUstream_st *s = &e->s;
     s->magic = FC_STREAM_MAGIC;
     s->ctx = ctx;
@@ -126,6 +148,7 @@ struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority)
         struct CUstream_st **n = realloc(all, cap * sizeof *n);
         if (!n) {
             pthread_mutex_unlock(&all_lock);
+            free(e->done_at);
             free(e);
             return NULL;
         }
@@ -172,14 +195,19 @@ static void wait_completed(struct CUstream_st *s, uint64_t target, const struct 
     if (--e->syncing == 0) e->wake_at = UINT64_MAX;
 }
 
-/* A GPU's work queue is finite: a host thread that submits faster than the
- * GPU completes blocks in the launch once about a thousand operations are
- * pending (the depth is not documented; a thousand is the order seen on
- * NVIDIA GPUs). Without a bound, a program that enqueues in a loop without
- * synchronising holds every queued operation in memory. The operations
- * ahead of a blocked submission were all submitted before it, so waiting
- * for them cannot wait for the blocked thread. */
-#define STREAM_QUEUE_DEPTH 1024
+/* With s locked, before the next submission: the operation that must have
+ * completed to free a slot for it, waited for if it has not; its modelled
+ * finish, which the host reaches (0: none to wait for, or not recorded). */
+static uint64_t queue_slot(struct CUstream_st *s)
+{
+    struct stream_ext *e = ext(s);
+    if (s->enqueued < STREAM_QUEUE_DEPTH) return 0;
+    uint64_t first = s->enqueued - STREAM_QUEUE_DEPTH + 1; /* counted from 1 */
+    if (s->completed < first) wait_completed(s, first + STREAM_QUEUE_REFILL - 1, NULL);
+    /* (another submitter woken with this one may have let the record move on) */
+    bool kept = e->done_at && s->completed - first < STREAM_QUEUE_DEPTH;
+    return kept ? e->done_at[(first - 1) % STREAM_QUEUE_DEPTH] : 0;
+}
 
 static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t arg_size, bool inline_ok,
                     bool quick, fc_op_ready_fn ready)
@@ -190,6 +218,13 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
     uint64_t submit = fc_time_host_now();
     fc_time_gpu_work(+1);
     pthread_mutex_lock(&s->lock);
+    uint64_t slot_free = queue_slot(s);
+    if (slot_free) { /* the host waited until a slot was free */
+        pthread_mutex_unlock(&s->lock);
+        fc_time_host_reach(slot_free);
+        submit = fc_time_host_now();
+        pthread_mutex_lock(&s->lock);
+    }
     if (inline_ok && !s->head && !e->busy) {
         e->busy = true;
         s->enqueued++;
@@ -201,15 +236,7 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         pthread_mutex_unlock(&s->lock);
         return true;
     }
-    if (s->enqueued - s->completed >= STREAM_QUEUE_DEPTH) {
-        wait_completed(s, s->enqueued - STREAM_QUEUE_DEPTH + 1, NULL);
-        uint64_t done = s->modelled_done;
-        pthread_mutex_unlock(&s->lock);
-        fc_time_host_reach(done); /* the host waited until a slot was free */
-        submit = fc_time_host_now();
-    } else {
-        pthread_mutex_unlock(&s->lock);
-    }
+    pthread_mutex_unlock(&s->lock);
 
     struct fc_op *op = malloc(sizeof *op + arg_size);
     if (!op) {

@@ -525,6 +525,23 @@ def check_modelled_time() -> dict:
     return res
 
 
+def check_modelled_queue() -> dict:
+    """Under a modelled clock: a thread submits more copies than a stream's
+    queue holds without synchronising; the host clock after each submission."""
+    s = stream()
+    size, total = 16 << 20, 1400
+    dev, dev2 = ffi.new("void **"), ffi.new("void **")
+    ck(rt.cudaMalloc(dev, size), "cudaMalloc")
+    ck(rt.cudaMalloc(dev2, size), "cudaMalloc")
+    t0 = time.perf_counter()
+    after = []
+    for _ in range(total):
+        ck(rt.cudaMemcpyAsync(dev2[0], dev[0], size, D2D, s), "cudaMemcpyAsync")
+        after.append(time.perf_counter() - t0)
+    ck(rt.cudaStreamSynchronize(s), "cudaStreamSynchronize")
+    return {"size": size, "after_s": after, "synced_s": time.perf_counter() - t0}
+
+
 CHECKS = {name[len("check_"):]: fn for name, fn in globals().items() if name.startswith("check_")}
 
 if __name__ == "__main__":
