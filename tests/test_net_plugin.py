@@ -422,6 +422,52 @@ def harness_shared(path: str, version: int) -> None:
         say("PORT", "closed")
 
 
+def harness_passes(path: str, version: int) -> None:
+    """One thread tests receives on two connections in turns (NCCL's proxy
+    passes): a message sent after a pass's poll is read in the next pass,
+    not in this one; it arrives whole; a thread testing one connection only
+    still gets its message."""
+    net = Net(path, version)
+    net.init()
+    deadline = time.monotonic() + 60
+
+    def pair():
+        lcomm, handle = net.listen(0)
+        send = recv = None
+        while send is None or recv is None:
+            send = send or net.connect(0, handle)
+            recv = recv or net.accept(lcomm)
+            if time.monotonic() > deadline:
+                raise RuntimeError("connect/accept did not finish")
+        return send, recv
+
+    (send_a, recv_a), (send_b, recv_b) = pair(), pair()
+    rbuf_a, rbuf_b = net.ffi.new("char[64]"), net.ffi.new("char[64]")
+    req_a, req_b = net.irecv(recv_a, rbuf_a, 64, tag=1), net.irecv(recv_b, rbuf_b, 64, tag=1)
+    for _ in range(3):  # passes over both, nothing sent
+        assert not net.test(req_a)[1] and not net.test(req_b)[1]
+    net.test(req_a)  # a new pass: its poll found nothing on b
+    data = net.ffi.new("char[64]", bytes(range(64)))
+    sreq = net.isend(send_b, data, 64, tag=1)
+    time.sleep(0.2)  # the message is in b's socket
+    in_this_pass = net.test(req_b)[1]
+    net.test(req_a)  # the next pass: its poll sees b's message
+    rc, in_next_pass, size = net.test(req_b)
+    say("PASSES", int(in_this_pass), int(in_next_pass), size, int(bytes(net.ffi.buffer(rbuf_b)) == bytes(range(64))))
+    while not net.test(sreq)[1]:
+        pass
+    # one connection only: every test is a pass of its own
+    sreq = net.isend(send_a, data, 64, tag=1)
+    tests = 0
+    while not net.test(req_a)[1]:
+        tests += 1
+        if time.monotonic() > deadline:
+            raise RuntimeError("the lone connection's message never came")
+    say("ALONE", int(tests < 1000))
+    while not net.test(sreq)[1]:
+        pass
+
+
 def harness_collnet(path: str, rank: int, nranks: int) -> None:
     """One member of a CollNet group: devices, reduce support, then (when
     offered) listen, connect to every member's handle, and AllReduce float32
@@ -534,6 +580,8 @@ if __name__ == "__main__":
         harness_props(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "shared":
         harness_shared(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
+    elif sys.argv[1] == "passes":
+        harness_passes(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "collnet":
         harness_collnet(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), int(sys.argv[3]))
     else:
@@ -673,6 +721,18 @@ def test_listen_comms_of_a_thread_share_one_port(version: int, harness_env: dict
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split("\n")[:4] == ["PORTS 1", "ROUTED 1 2 3", "STRANGER closed", "PORT closed"]
+
+
+def test_a_pass_reads_only_connections_its_poll_found_data_on(harness_env: dict[str, str]) -> None:
+    """NCCL's proxy tests every pending receive once per pass; a read that
+    finds nothing is a system call all the same. The plugin polls a
+    thread's receive connections once per pass and reads only those with
+    data (fake_cuda/net/net_ready.h): a message that arrives after the poll
+    is read in the next pass, whole."""
+    proc = subprocess.run([sys.executable, str(HARNESS), "passes", "12"], env=harness_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.split("\n")[:2] == ["PASSES 0 1 64 1", "ALONE 1"], proc.stdout
 
 
 E2E_NICS = (("mlx5_0", 0x19, 400_000, 1, 0.0), ("mlx5_1", 0x2b, 400_000, 1, 0.0))  # GPU bus + 1

@@ -22,6 +22,7 @@
 #include "log.h"
 #include "net_comm.h"
 #include "net_core.h"
+#include "net_ready.h"
 #include "net_sparse.h"
 #include "payload.h"
 #include "net_time.h"
@@ -170,6 +171,7 @@ static ncclResult_t progress_recv(fcn_comm *c)
 {
     while (c->nqueued > 0) {
         if (c->rx_state == FCN_RX_HEADER) {
+            if (c->wire_off == 0 && !fcn_ready_may_read(c, c->fd)) return ncclSuccess; /* nothing this pass */
             while (c->wire_off < sizeof c->frame) {
                 ssize_t k = recv(c->fd, (char *)&c->frame + c->wire_off, sizeof c->frame - c->wire_off,
                                  MSG_DONTWAIT);
