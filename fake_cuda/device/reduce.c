@@ -19,8 +19,8 @@
  * count and no aliasing, which GCC vectorises at -O2, and a dst equal to a
  * source is read before it is written. The accumulator is a local buffer;
  * the other sources are read where they are when a whole block is there
- * and aligned for its type (copying them first took a third of a large
- * reduction's time), else through a local buffer too. */
+ * and aligned for its type (a copy first is one more pass over each source
+ * through the cache), else through a local buffer too. */
 #include "reduce.h"
 
 #include <pthread.h>

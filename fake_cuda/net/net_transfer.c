@@ -13,6 +13,7 @@
  * posted, which is TCP's own back-pressure. */
 #include <errno.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -169,9 +170,13 @@ static int match(const fcn_comm *c, int tag)
 
 static ncclResult_t progress_recv(fcn_comm *c)
 {
+    bool asked = false; /* the pass's verdict, once per call: after a message, read on */
     while (c->nqueued > 0) {
         if (c->rx_state == FCN_RX_HEADER) {
-            if (c->wire_off == 0 && !fcn_ready_may_read(c, c->fd)) return ncclSuccess; /* nothing this pass */
+            if (c->wire_off == 0 && !asked) {
+                asked = true;
+                if (!fcn_ready_may_read(c, c->fd)) return ncclSuccess; /* nothing this pass */
+            }
             while (c->wire_off < sizeof c->frame) {
                 ssize_t k = recv(c->fd, (char *)&c->frame + c->wire_off, sizeof c->frame - c->wire_off,
                                  MSG_DONTWAIT);
