@@ -151,7 +151,7 @@ def large(installs: dict[str, str], log: Log) -> Figure:
         row: list[Any] = [f"2 x 8, {label_proc}"]
         for label, exe in installs.items():
             log(f"large: {label} {label_proc}")
-            # launch and the probe both need --gpus-per-process: without it the probe drives one GPU per process
+            # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
             command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
             r = launch(exe, 2, 8, command, extra)
             raw.append({"figure": "allreduce 128 MiB", "install": label, "processes": label_proc, **r})

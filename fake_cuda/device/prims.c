@@ -315,6 +315,18 @@ static void combine(fc_prims *p, const void **srcs, int nsrcs, void **dsts, int 
     fc_task_progress(p->t);
 }
 
+/* A multicast store whose step is in the team's first copy: the others
+ * take it a piece at a time, each piece read from memory once. */
+static void copy_to_team(char *const *copies, int ncopies, size_t bytes)
+{
+    bool streaming = bytes >= FC_STREAM_MIN_BYTES; /* as combine's */
+    for (size_t off = 0; off < bytes; off += COMBINE_PIECE_BYTES) {
+        size_t k = bytes - off < COMBINE_PIECE_BYTES ? bytes - off : COMBINE_PIECE_BYTES;
+        for (int i = 1; i < ncopies; i++) fc_copy_for_reader(copies[i] + off, copies[0] + off, k, streaming);
+    }
+    if (streaming) fc_stream_fence();
+}
+
 /* LL and LL128 stage a step's words: the result, the source, one per
  * receive peer, each `words` long, in the flow's scratch buffer. */
 static uint64_t *staging(fc_prims *p, size_t words)
@@ -493,9 +505,7 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
         if (c->mc && !p->e->no_payload) {
             char *copies[FC_MC_MAX_TEAM];
             int ncopies = buffer_copies(c, simple_slot(p, c, p->sstep[i]), copies);
-            bool streaming = bytes >= FC_STREAM_MIN_BYTES; /* as combine's */
-            for (int k = 1; k < ncopies; k++) fc_copy_for_reader(copies[k], copies[0], bytes, streaming);
-            if (streaming) fc_stream_fence();
+            copy_to_team(copies, ncopies, bytes);
         }
         fc_prims_conn_set_size(p, c, p->sstep[i], (int64_t)bytes);
     }

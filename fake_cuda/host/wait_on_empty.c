@@ -101,15 +101,16 @@ static void wait_if_empty(int fd, long r)
         streak.n = 0;
         return;
     }
+    enum host_thread kind = host_thread_kind();
+    if (kind == HOST_THREAD_PROGRESS) return; /* its loop yields once per pass (idle_wait.c) */
     int e = errno;
     bool again = note_empty(fd);
     streak.pass++;
-    enum host_thread kind = host_thread_kind();
     bool sleeper = ++streak.empties >= EMPTY_YIELDS && streak.n <= MAX_SOCKETS &&
                    (kind == HOST_THREAD_OTHER || (kind == HOST_THREAD_NCCL && polled.n >= 0));
     if (sleeper && again && streak.pass >= (unsigned)streak.n)
         sleep_on_streak(kind);
-    else if (!sleeper && kind != HOST_THREAD_PROGRESS) /* a progress loop yields once per pass (idle_wait.c) */
+    else if (!sleeper)
         host_yield();
     errno = e;
 }
