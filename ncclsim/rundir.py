@@ -90,6 +90,10 @@ class HostFiles:
     def time_board(self) -> Path:  # NCCLSIM_TIME_BOARD: modelled times beside the host's data (--clock model)
         return self.directory / "time-board"
 
+    @property
+    def wake_board(self) -> Path:  # NCCLSIM_WAKE_BOARD: who sleeps on which words of the host's memory
+        return self.directory / "wake-board"
+
 
 def host_topologies(base: Path) -> list[Path]:
     """base/h<i>/topo.xml of every host there, in host order."""

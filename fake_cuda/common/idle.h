@@ -7,7 +7,9 @@
  * So:
  *  - an emulated GPU waiting for a word (a head, a tail, an LL flag) sleeps on
  *    that word (futex); whoever of ncclsim writes such a word wakes it
- *    (fc_wake_word), in this process or another one sharing the memory;
+ *    (fc_wake_word), in this process or another one sharing the memory,
+ *    when the host's wake board says someone may sleep there
+ *    (wake_board.h);
  *  - NCCL's proxy ("progress") threads, which poll in a loop that yields, sleep
  *    in the preloaded host library until their rank's emulated GPU posts
  *    something (fc_nudge_proxies; fc_thread_device says whose work a thread
@@ -29,6 +31,7 @@
 #include <unistd.h>
 
 #include "host_lib.h"
+#include "wake_board.h"
 
 /* Wake every thread sleeping on the 32-bit word at `word` (any process that
  * maps it). */
@@ -47,11 +50,12 @@ static inline void fc_nudge_gpus(void)
     if (ncclsim_nudge_gpus) ncclsim_nudge_gpus();
 }
 
-/* After writing a word an emulated GPU may wait for; `proxy`: NCCL's proxy
- * may wait for it too (a connection with a FIFO: the network's). */
-static inline void fc_wake_word(const volatile void *word, bool proxy)
+/* After writing a word an emulated GPU may wait for, named `key` on the
+ * wake board (0: unknown); `proxy`: NCCL's proxy may wait for it too (a
+ * connection with a FIFO: the network's). */
+static inline void fc_wake_word(const volatile void *word, uint64_t key, bool proxy)
 {
-    fc_futex_wake(word);
+    if (fc_wake_board_may_sleep(key)) fc_futex_wake(word);
     if (proxy) fc_nudge_proxies();
 }
 

@@ -2,7 +2,6 @@
  * shared from a file, which every process of a host maps. */
 #include "time_board.h"
 
-#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -10,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "host_file.h"
 #include "log.h"
 
 #define ENTRIES (1u << 20) /* = 2^(64-44) */ /* 32 MiB of address space; only touched pages cost memory */
@@ -42,16 +42,11 @@ static void map_board(void)
 {
     size_t bytes = (size_t)ENTRIES * sizeof(entry) + CALENDARS * sizeof(calendar);
     const char *path = getenv("NCCLSIM_TIME_BOARD");
-    void *p = MAP_FAILED;
-    if (path && *path) {
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        if (fd >= 0 && ftruncate(fd, (off_t)bytes) == 0)
-            p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (fd >= 0) close(fd);
-        if (p == MAP_FAILED) fc_log_fatal_config("modelled time: cannot map the time board %s; steps between "
-                                         "processes lose their times", path);
-    }
-    if (p == MAP_FAILED) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void *p = path && *path ? fc_host_file_map(path, bytes) : NULL;
+    if (!p && path && *path)
+        fc_log_fatal_config("modelled time: cannot map the time board %s; steps between processes lose their times",
+                            path);
+    if (!p) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     board = p == MAP_FAILED ? NULL : p;
     calendars = board ? (calendar *)(board + ENTRIES) : NULL;
 }

@@ -23,12 +23,21 @@
 #define LL128_SLICE_DATA_WORDS (LL128_SLICE_WORDS - LL128_SLICE_WORDS / LL128_LINE_WORDS)
 
 static inline uint64_t load_acq(volatile uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+
+/* A word's name on the host's wake board (wake_board.h; 0: unknown). */
+static uint64_t word_key(const volatile void *w)
+{
+    uint64_t key;
+    fc_sim_memory_where((uintptr_t)w, &key);
+    return key;
+}
+
 /* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian);
  * `proxy`: NCCL's proxy reads it too (a connection with a FIFO). */
-static void post_counter(volatile uint64_t *counter, uint64_t value, bool proxy)
+static void post_counter(volatile uint64_t *counter, uint64_t key, uint64_t value, bool proxy)
 {
     __atomic_store_n(counter, value, __ATOMIC_RELEASE);
-    fc_wake_word(counter, proxy);
+    fc_wake_word(counter, key, proxy);
 }
 
 /* ---- multicast (NVLS) ---- */
@@ -38,19 +47,31 @@ static inline volatile uint64_t *copy_of(volatile uint64_t *x, const fc_mc_view 
     return (volatile uint64_t *)((intptr_t)x + v->delta[i]);
 }
 
+/* The wake board's name of copy i of x (the copies are mapped apart from
+ * the driver's registry, which names only x). */
+static uint64_t copy_key(volatile uint64_t *x, const fc_mc_view *v, int i)
+{
+    return v->key_delta[i] ? (uint64_t)((intptr_t)x + v->key_delta[i]) : 0;
+}
+
 /* A credit: multimem.ld_reduce.acquire.min over the team when multicast;
- * *at: the copy that holds it (the one to wait on). */
-static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr, volatile uint64_t **at)
+ * *at: the copy that holds it (the one to wait on), *key: its name on the
+ * wake board (looked up only when `key` is asked for). */
+static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr, volatile uint64_t **at, uint64_t *key)
 {
     const fc_mc_view *v = c->mc_credits;
     *at = ptr;
-    if (!v) return load_acq(ptr);
+    if (!v) {
+        if (key) *key = word_key(ptr);
+        return load_acq(ptr);
+    }
     uint64_t m = UINT64_MAX;
     for (int i = 0; i < v->n; i++) {
         uint64_t x = load_acq(copy_of(ptr, v, i));
         if (x < m) {
             m = x;
             *at = copy_of(ptr, v, i);
+            if (key) *key = copy_key(ptr, v, i);
         }
     }
     return m;
@@ -60,10 +81,10 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
 {
     const fc_mc_view *v = c->mc_credits;
     if (!v) {
-        post_counter(counter, value, c->fifo != NULL);
+        post_counter(counter, word_key(counter), value, c->fifo != NULL);
         return;
     }
-    for (int i = 0; i < v->n; i++) post_counter(copy_of(counter, v, i), value, false);
+    for (int i = 0; i < v->n; i++) post_counter(copy_of(counter, v, i), copy_key(counter, v, i), value, false);
 }
 
 /* Copy i of a multicast buffer address (without multicast: the address
@@ -256,12 +277,12 @@ static bool wait_counter(fc_prims *p, const fc_conn *c, volatile uint64_t *ptr, 
                          const char *what, bool send)
 {
     volatile uint64_t *at;
-    uint64_t v = load_credit(c, ptr, &at);
+    uint64_t v = load_credit(c, ptr, &at, NULL), key;
     if (v + ahead >= want) return true;
     describe(p, what, send, c->peer, want, send ? "head" : "tail", v);
-    while ((v = load_credit(c, ptr, &at)) + ahead < want) {
+    while ((v = load_credit(c, ptr, &at, &key)) + ahead < want) {
         if (aborted(p)) return false;
-        fc_task_wait_word(p->t, at, (uint32_t)v, c->fifo != NULL, p->waiting); /* a FIFO: NCCL's proxy posts */
+        fc_task_wait_word(p->t, at, key, (uint32_t)v, c->fifo != NULL, p->waiting); /* a FIFO: NCCL's proxy posts */
     }
     return true;
 }
@@ -548,7 +569,7 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
             if (aborted(p)) return false;
             const volatile uint32_t *w = &lines[ll_ready(&lines[nlines - 1], flag) ? j : nlines - 1].flag2;
             uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-            if (seen != flag) fc_task_wait_word(p->t, w, seen, false, p->waiting);
+            if (seen != flag) fc_task_wait_word(p->t, w, word_key(w), seen, false, p->waiting);
             else fc_task_block(p->t, p->waiting); /* its flag1 is late */
         }
     }
@@ -606,11 +627,12 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
             for (size_t j = 0; j < nlines; j++) ll_store(&lines[j], result[j], flag);
             if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
                 for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
-            fc_wake_word(nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2, p->send[i].fifo != NULL);
+            volatile uint32_t *last = nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2;
+            fc_wake_word(last, word_key(last), p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) post_counter(p->recv[i].head, ++p->rstep[i], p->recv[i].fifo != NULL);
+        for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
     if (send)
         for (int i = 0; i < p->nsend; i++) p->sstep[i]++;
     fc_task_progress(p->t);
@@ -642,8 +664,8 @@ static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_
             if (aborted(p)) return false;
             volatile uint64_t *last = ll128_flag(words, nlines - 1);
             uint64_t lv = load_acq(last);
-            if (lv != flag) fc_task_wait_word(p->t, last, (uint32_t)lv, false, p->waiting);
-            else fc_task_wait_word(p->t, f, (uint32_t)v, false, p->waiting);
+            if (lv != flag) fc_task_wait_word(p->t, last, word_key(last), (uint32_t)lv, false, p->waiting);
+            else fc_task_wait_word(p->t, f, word_key(f), (uint32_t)v, false, p->waiting);
         }
     }
     return true;
@@ -701,16 +723,17 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
                            (LL128_LINE_WORDS - 1) * 8);
                 __atomic_store_n(ll128_flag(words, j), flag, __ATOMIC_RELEASE);
             }
-            fc_wake_word(ll128_flag(words, nlines ? nlines - 1 : 0), p->send[i].fifo != NULL);
+            volatile uint64_t *last = ll128_flag(words, nlines ? nlines - 1 : 0);
+            fc_wake_word(last, word_key(last), p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */
         for (int i = 0; i < p->nsend; i++) {
             p->sstep[i]++;
-            if (p->send[i].fifo) post_counter(p->send[i].tail, p->sstep[i], true);
+            if (p->send[i].fifo) fc_prims_conn_post(&p->send[i], p->send[i].tail, p->sstep[i]);
         }
     if (recv)
-        for (int i = 0; i < p->nrecv; i++) post_counter(p->recv[i].head, ++p->rstep[i], p->recv[i].fifo != NULL);
+        for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, ++p->rstep[i]);
     fc_task_progress(p->t);
 }
 

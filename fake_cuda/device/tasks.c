@@ -56,6 +56,7 @@ struct fc_task {
     const char *waiting; /* what it blocked on last */
     wait_kind wait;
     const volatile uint32_t *word; /* WAIT_WORD, WAIT_PROXY_WORD: runs again once *word != seen */
+    uint64_t key;                  /* the word's name on the wake board */
     uint32_t seen;
     void *stack;
     void *scratch;
@@ -249,9 +250,11 @@ static void block_on(fc_task *t, wait_kind kind, const char *what)
 
 void fc_task_block(fc_task *t, const char *what) { block_on(t, WAIT_POLL, what); }
 
-void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what)
+void fc_task_wait_word(fc_task *t, const volatile void *word, uint64_t key, uint32_t seen, bool proxy,
+                       const char *what)
 {
     t->word = word;
+    t->key = key;
     t->seen = seen;
     block_on(t, proxy ? WAIT_PROXY_WORD : WAIT_WORD, what);
 }
@@ -305,6 +308,17 @@ static bool unchanged(const fc_task *t)
 /* Sleep until a flow's word changes, the net plugin completes a request
  * (idle.h; only while a flow waits for a word NCCL's proxy writes) or `ns`
  * pass; true when something changed. */
+/* Count this scheduler's sleepers in (+1) or out (-1) of the words' buckets
+ * of the wake board: the first `n` waiting flows. */
+static void count_sleepers(fc_sched *s, unsigned n, int delta)
+{
+    for (fc_task *t = s->tasks; t && n; t = t->next)
+        if (waits_for_word(t)) {
+            fc_wake_board_sleep(t->key, delta);
+            n--;
+        }
+}
+
 static bool sleep_for_words(fc_sched *s, long ns)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
@@ -320,6 +334,8 @@ static bool sleep_for_words(fc_sched *s, long ns)
         }
         w[n++] = (struct futex_waitv){.val = t->seen, .uaddr = (uintptr_t)t->word, .flags = FUTEX_32};
     }
+    unsigned words = n;
+    count_sleepers(s, words, +1); /* before the kernel reads the words: see wake_board.h */
     proxy &= ncclsim_gpu_nudges && ncclsim_gpu_nudge_sleepers;
     if (proxy) {
         ncclsim_gpu_nudge_sleepers(+1);
@@ -336,6 +352,7 @@ static bool sleep_for_words(fc_sched *s, long ns)
     }
     long r = n ? syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) : -1;
     int err = errno;
+    count_sleepers(s, words, -1);
     if (proxy) ncclsim_gpu_nudge_sleepers(-1);
     if (r >= 0) return true;
     if (n && err != ENOSYS) return err != ETIMEDOUT; /* EAGAIN: a word had changed already */

@@ -37,13 +37,15 @@ void fc_sched_free(fc_sched *s);
 /* Inside a flow: give the turn back; the flow is resumed at a later pass.
  * `what` describes what it waits for (for the stall report) and may be NULL. */
 void fc_task_block(fc_task *t, const char *what);
-/* Inside a flow: give the turn back until the 32-bit word at `word` no
- * longer holds `seen` (the flow then runs again and checks what it waits
- * for; until then it is not resumed, and a stop ends the scheduler without
- * it). ncclsim's writers of such words wake sleepers (fc_wake_word, idle.h);
+/* Inside a flow: give the turn back until the 32-bit word at `word`, named
+ * `key` on the wake board (wake_board.h; 0: unknown), no longer holds `seen`
+ * (the flow then runs again and checks what it waits for; until then it is
+ * not resumed, and a stop ends the scheduler without it). ncclsim's writers
+ * of such words wake sleepers (fc_wake_word, idle.h);
  * `proxy`: NCCL's proxy writes it, which wakes nobody, so after the net
  * plugin's announcements the scheduler polls. */
-void fc_task_wait_word(fc_task *t, const volatile void *word, uint32_t seen, bool proxy, const char *what);
+void fc_task_wait_word(fc_task *t, const volatile void *word, uint64_t key, uint32_t seen, bool proxy,
+                       const char *what);
 /* Inside a flow: the flow moved data or a counter (the pass made progress). */
 void fc_task_progress(fc_task *t);
 /* Inside a flow: wait until every flow spawned with it as parent returned. */

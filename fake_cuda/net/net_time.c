@@ -1,38 +1,28 @@
 /* Modelled time of the network's messages (net_time.h). */
 #include "net_time.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "net_memory.h"
 #include "platform.h"
 #include "time_board.h"
 #include "timing.h"
 
-static int (*memory_where)(uintptr_t addr, uint64_t *key); /* the driver's (libcuda.so.1) */
 static bool on;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void load(void)
 {
     const char *c = getenv("NCCLSIM_CLOCK");
-    void *cuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (cuda) memory_where = (int (*)(uintptr_t, uint64_t *))dlsym(cuda, "ncclsim_memory_where");
-    on = c && !strcmp(c, "model") && memory_where;
+    on = c && !strcmp(c, "model") && fcn_memory_named();
 }
 
 bool fcn_time_on(void)
 {
     pthread_once(&once, load);
     return on;
-}
-
-static uint64_t key_of(const void *data)
-{
-    uint64_t key = 0;
-    memory_where((uintptr_t)data, &key);
-    return key;
 }
 
 static uint64_t ns(double us) { return (uint64_t)(us * 1000.0 + 0.5); }
@@ -61,7 +51,7 @@ static uint64_t latency_ns(int dev)
 /* The NIC busy sending `bytes` of `data` from when they are ready: the start. */
 static uint64_t reserve(int dev, const void *data, size_t bytes, uint64_t busy)
 {
-    uint64_t ready = bytes ? fc_board_get(key_of(data), FC_BOARD_READY) : 0;
+    uint64_t ready = bytes ? fc_board_get(fcn_memory_key(data), FC_BOARD_READY) : 0;
     /* the NIC's entry on the board: a key no memory has (memory keys are below 2^63) */
     return fc_board_reserve((1ull << 63) | (1ull << 62) | (uint64_t)dev, ready, busy);
 }
@@ -93,12 +83,12 @@ uint64_t fcn_time_reduced(int dev, uint64_t last_end, uint64_t start, size_t dow
 
 void fcn_time_sent(const void *data, uint64_t sent)
 {
-    if (fcn_time_on() && sent) fc_board_put(key_of(data), FC_BOARD_FREE, sent);
+    if (fcn_time_on() && sent) fc_board_put(fcn_memory_key(data), FC_BOARD_FREE, sent);
 }
 
 void fcn_time_received(const void *data, uint64_t arrive)
 {
     if (!fcn_time_on() || !arrive) return;
-    uint64_t key = key_of(data), freed = fc_board_get(key, FC_BOARD_FREE);
+    uint64_t key = fcn_memory_key(data), freed = fc_board_get(key, FC_BOARD_FREE);
     fc_board_put(key, FC_BOARD_READY, arrive > freed ? arrive : freed);
 }

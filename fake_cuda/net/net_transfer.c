@@ -23,6 +23,7 @@
 #include "log.h"
 #include "net_comm.h"
 #include "net_core.h"
+#include "net_memory.h"
 #include "net_ready.h"
 #include "net_sparse.h"
 #include "payload.h"
@@ -115,8 +116,9 @@ static void wake_readers(char *data, size_t size)
 {
     uintptr_t end = (uintptr_t)data + size;
     if (size >= 8 && end % 8 == 0) {
-        fc_futex_wake((void *)(end - 4));
-        fc_futex_wake((void *)(end - 8));
+        uint64_t key = fcn_memory_key((void *)(end - 8)); /* the two words' keys differ by 4 */
+        fc_wake_word((void *)(end - 4), key ? key + 4 : 0, false);
+        fc_wake_word((void *)(end - 8), key, false);
     }
     fc_nudge_gpus();
 }
