@@ -349,9 +349,9 @@ static void load(block *b, const void *src, size_t off, size_t bytes) {
 /* Ask for the block read after this one (the next source's, or the first
  * source's next) while this one is reduced. A block's sources are read one
  * after the other, each a short burst, which the hardware's prefetchers
- * follow poorly: reducing 8 sources of 16 MiB from memory, 6.9 GB/s read
- * without, 10.4 GB/s with (2-core AMD EPYC virtual machine). A prefetch
- * past the end of a buffer (the last block's) is harmless. */
+ * follow poorly: reducing 8 sources of 16 MiB from memory, 6.0-7.1 GB/s
+ * read without, 8.0-9.6 GB/s with (2-core AMD EPYC virtual machine). A
+ * prefetch past the end of a buffer (the last block's) is harmless. */
 static inline void prefetch_block(const char *at, size_t bytes)
 {
     for (size_t k = 0; k < bytes; k += 64) __builtin_prefetch(at + k);

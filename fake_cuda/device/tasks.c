@@ -305,9 +305,6 @@ static bool unchanged(const fc_task *t)
     return t->wait == WAIT_JOIN && t->children;
 }
 
-/* Sleep until a flow's word changes, the net plugin completes a request
- * (idle.h; only while a flow waits for a word NCCL's proxy writes) or `ns`
- * pass; true when something changed. */
 /* Count this scheduler's sleepers in (+1) or out (-1) of the words' buckets
  * of the wake board: the first `n` waiting flows. */
 static void count_sleepers(fc_sched *s, unsigned n, int delta)
@@ -319,6 +316,9 @@ static void count_sleepers(fc_sched *s, unsigned n, int delta)
         }
 }
 
+/* Sleep until a flow's word changes, the net plugin completes a request
+ * (idle.h; only while a flow waits for a word NCCL's proxy writes) or `ns`
+ * pass; true when something changed. */
 static bool sleep_for_words(fc_sched *s, long ns)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
