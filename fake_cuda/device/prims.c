@@ -47,13 +47,6 @@ static inline volatile uint64_t *copy_of(volatile uint64_t *x, const fc_mc_view 
     return (volatile uint64_t *)((intptr_t)x + v->delta[i]);
 }
 
-/* The wake board's name of copy i of x (the copies are mapped apart from
- * the driver's registry, which names only x). */
-static uint64_t copy_key(volatile uint64_t *x, const fc_mc_view *v, int i)
-{
-    return v->key_delta[i] ? (uint64_t)((intptr_t)x + v->key_delta[i]) : 0;
-}
-
 /* A credit: multimem.ld_reduce.acquire.min over the team when multicast;
  * *at: the copy that holds it (the one to wait on), *key: its name on the
  * wake board (looked up only when `key` is asked for). */
@@ -71,7 +64,7 @@ static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr, volatile u
         if (x < m) {
             m = x;
             *at = copy_of(ptr, v, i);
-            if (key) *key = copy_key(ptr, v, i);
+            if (key) *key = fc_mc_copy_key(v, (uintptr_t)ptr, i);
         }
     }
     return m;
@@ -84,7 +77,8 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
         post_counter(counter, word_key(counter), value, c->fifo != NULL);
         return;
     }
-    for (int i = 0; i < v->n; i++) post_counter(copy_of(counter, v, i), copy_key(counter, v, i), value, false);
+    for (int i = 0; i < v->n; i++)
+        post_counter(copy_of(counter, v, i), fc_mc_copy_key(v, (uintptr_t)counter, i), value, false);
 }
 
 /* Copy i of a multicast buffer address (without multicast: the address

@@ -79,7 +79,7 @@ static int slot_keys(const fc_step_slot *s, uint64_t *keys, int *where)
     }
     int n = 0;
     for (int i = 0; i < s->mc->n; i++)
-        if (s->mc->key_delta[i]) keys[n++] = (uint64_t)((int64_t)s->at + s->mc->key_delta[i]);
+        if (s->mc->key_delta[i]) keys[n++] = fc_mc_copy_key(s->mc, s->at, i);
     *where = FC_WHERE_NONE;
     return n;
 }

@@ -305,15 +305,11 @@ static bool unchanged(const fc_task *t)
     return t->wait == WAIT_JOIN && t->children;
 }
 
-/* Count this scheduler's sleepers in (+1) or out (-1) of the words' buckets
- * of the wake board: the first `n` waiting flows. */
-static void count_sleepers(fc_sched *s, unsigned n, int delta)
+/* Count sleepers on the words named keys[0..n) in (+1) or out (-1) of the
+ * wake board's buckets. */
+static void count_sleepers(const uint64_t *keys, unsigned n, int delta)
 {
-    for (fc_task *t = s->tasks; t && n; t = t->next)
-        if (waits_for_word(t)) {
-            fc_wake_board_sleep(t->key, delta);
-            n--;
-        }
+    for (unsigned i = 0; i < n; i++) fc_wake_board_sleep(keys[i], delta);
 }
 
 /* Sleep until a flow's word changes, the net plugin completes a request
@@ -322,6 +318,7 @@ static void count_sleepers(fc_sched *s, unsigned n, int delta)
 static bool sleep_for_words(fc_sched *s, long ns)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
+    uint64_t keys[FUTEX_WAITV_MAX];
     unsigned n = 0;
     bool proxy = false;
     for (fc_task *t = s->tasks; t; t = t->next) {
@@ -332,10 +329,11 @@ static bool sleep_for_words(fc_sched *s, long ns)
             proxy = false;
             break;
         }
+        keys[n] = t->key;
         w[n++] = (struct futex_waitv){.val = t->seen, .uaddr = (uintptr_t)t->word, .flags = FUTEX_32};
     }
     unsigned words = n;
-    count_sleepers(s, words, +1); /* before the kernel reads the words: see wake_board.h */
+    count_sleepers(keys, words, +1); /* before the kernel reads the words: see wake_board.h */
     proxy &= ncclsim_gpu_nudges && ncclsim_gpu_nudge_sleepers;
     if (proxy) {
         ncclsim_gpu_nudge_sleepers(+1);
@@ -352,7 +350,7 @@ static bool sleep_for_words(fc_sched *s, long ns)
     }
     long r = n ? syscall(SYS_futex_waitv, w, n, 0, &ts, CLOCK_MONOTONIC) : -1;
     int err = errno;
-    count_sleepers(s, words, -1);
+    count_sleepers(keys, words, -1);
     if (proxy) ncclsim_gpu_nudge_sleepers(-1);
     if (r >= 0) return true;
     if (n && err != ENOSYS) return err != ETIMEDOUT; /* EAGAIN: a word had changed already */

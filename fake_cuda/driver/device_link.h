@@ -49,6 +49,13 @@ typedef struct fc_mc_view {
     /* the time board's key (fc_sim_memory_where) of copy i of x is x + key_delta[i] */
     int64_t key_delta[FC_MC_MAX_TEAM];
 } fc_mc_view;
+/* The key (fc_sim_memory_where) of copy i of multicast address x: 0 when
+ * the copy has none. The copies are mapped apart from the registry, which
+ * names only x. */
+static inline uint64_t fc_mc_copy_key(const fc_mc_view *v, uintptr_t x, int i)
+{
+    return v->key_delta[i] ? (uint64_t)((int64_t)x + v->key_delta[i]) : 0;
+}
 /* 1 with *view set when [addr, addr+len) lies in a multicast mapping every
  * member has bound memory to (the view stays valid while it is mapped); 0
  * when addr is no multicast address; -1 while a member has not bound yet. */

@@ -116,9 +116,8 @@ static void wake_readers(char *data, size_t size)
 {
     uintptr_t end = (uintptr_t)data + size;
     if (size >= 8 && end % 8 == 0) {
-        uint64_t key = fcn_memory_key((void *)(end - 8)); /* the two words' keys differ by 4 */
-        fc_wake_word((void *)(end - 4), key ? key + 4 : 0, false);
-        fc_wake_word((void *)(end - 8), key, false);
+        fc_wake_word((void *)(end - 4), fcn_memory_key((void *)(end - 4)), false);
+        fc_wake_word((void *)(end - 8), fcn_memory_key((void *)(end - 8)), false);
     }
     fc_nudge_gpus();
 }
