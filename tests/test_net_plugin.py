@@ -294,6 +294,19 @@ def harness_props(path: str, version: int) -> None:
                     "devices": [net.properties(d) for d in range(net.devices())]}))
 
 
+def connect_and_accept(net: "Net", dev: int, handle, lcomm, timeout: float = 60) -> tuple:
+    """A send comm to `handle` and the receive comm `lcomm` accepts: both
+    calls are non-blocking, so each is repeated until both are made."""
+    send = recv = None
+    deadline = time.monotonic() + timeout
+    while send is None or recv is None:
+        send = send or net.connect(dev, handle)
+        recv = recv or net.accept(lcomm)
+        if time.monotonic() > deadline:
+            raise RuntimeError("connect/accept did not finish")
+    return send, recv
+
+
 def harness_peer(path: str, version: int, role: str) -> None:
     """Connect to the other peer both ways, exchange SIZES, then (a) detect
     that the peer closed its connection, or (b) close it."""
@@ -303,13 +316,7 @@ def harness_peer(path: str, version: int, role: str) -> None:
     lcomm, handle = net.listen(dev)
     say("HANDLE", bytes(net.ffi.buffer(handle)).hex())
     peer_handle = net.ffi.new("char[128]", bytes.fromhex(sys.stdin.readline().split()[1]))
-    send = recv = None
-    deadline = time.monotonic() + 60
-    while send is None or recv is None:  # connect and accept both non-blocking
-        send = send or net.connect(dev, peer_handle)
-        recv = recv or net.accept(lcomm)
-        if time.monotonic() > deadline:
-            raise RuntimeError("connect/accept did not finish")
+    send, recv = connect_and_accept(net, dev, peer_handle, lcomm)
     say("CONNECTED")
 
     # Receives posted in reverse tag order, into buffers larger than the
@@ -433,13 +440,7 @@ def harness_passes(path: str, version: int) -> None:
 
     def pair():
         lcomm, handle = net.listen(0)
-        send = recv = None
-        while send is None or recv is None:
-            send = send or net.connect(0, handle)
-            recv = recv or net.accept(lcomm)
-            if time.monotonic() > deadline:
-                raise RuntimeError("connect/accept did not finish")
-        return send, recv
+        return connect_and_accept(net, 0, handle, lcomm)
 
     (send_a, recv_a), (send_b, recv_b) = pair(), pair()
     rbuf_a, rbuf_b = net.ffi.new("char[64]"), net.ffi.new("char[64]")
