@@ -75,7 +75,12 @@ def gpu_path(g: nx.Graph, a: str, b: str) -> TopoPath:
 def nic_paths(g: nx.Graph, gpu: str) -> list[TopoPath]:
     """Paths from a GPU to every NIC of its host, best first (widest, then shortest)."""
     _check_kind(g, gpu, "gpu")
-    paths = [best_path(g, gpu, nic) for nic in nodes_of(g, "nic", g.nodes[gpu]["host"])]
+    host = g.nodes[gpu]["host"]
+    # Such a path stays inside the host: searching the host's part of the graph
+    # alone keeps this independent of the number of hosts (a report of 64
+    # hosts asks for every GPU's paths).
+    local = g.subgraph([n for n, h in g.nodes(data="host") if h == host]).copy()
+    paths = [best_path(local, gpu, nic) for nic in nodes_of(g, "nic", host)]
     return sorted(paths, key=lambda p: (-(p.bottleneck_gbps or 0.0), p.hops))
 
 
