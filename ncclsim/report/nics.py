@@ -22,8 +22,8 @@ from ncclsim import NcclsimError
 from ncclsim.platform.models import load_models
 from ncclsim.report import parse_log as pl
 from ncclsim.report.model import Check, Connection, NicPath, Nics, NicUse, RankInfo, RankNics
-from ncclsim.topology.graph import nic_node, nodes_of
-from ncclsim.topology.graph_paths import TopoPath, nic_paths
+from ncclsim.topology.graph import nic_node
+from ncclsim.topology.graph_paths import TopoPath, host_part, nic_paths
 from ncclsim.report.run_hosts import host_files, hosts_graph, rank_gpus
 
 CHECK_NAME = "inter-host connections leave by the GPU's nearest NIC"
@@ -53,6 +53,7 @@ def _nic_use(run_dir: Path, files: list[Path], hosts: Sequence[str], ranks: Sequ
     # leaving rank -> NIC node -> channels; the rank whose GPU the data leaves
     # from is the proxy rank of a PXN connection (`NET/IB/0(2)`), else the sender.
     sent: dict[int, dict[str, set[int]]] = {}
+    hosts_with_nics = {a["host"] for _, a in g.nodes(data=True) if a["kind"] == "nic"}
     for c in connections:
         via = pl.parse_via(c.via)
         if c.scope != "inter_host" or not c.transport.startswith("NET/") or via.net_dev is None \
@@ -61,16 +62,22 @@ def _nic_use(run_dir: Path, files: list[Path], hosts: Sequence[str], ranks: Sequ
         leaving = via.proxy_rank if via.proxy_rank is not None else c.src
         gpu = gpu_of.get(leaving)
         # A host without NICs sends by NCCL's socket transport, over an IP interface.
-        if gpu is not None and nodes_of(g, "nic", g.nodes[gpu]["host"]):
+        if gpu is not None and g.nodes[gpu]["host"] in hosts_with_nics:
             host = g.nodes[g.nodes[gpu]["host"]]["index"]
             sent.setdefault(leaving, {}).setdefault(nic_node(host, via.net_dev), set()).add(c.channel)
-    out = [_rank_nics(g, rank, gpu, sent.get(rank, {})) for rank, gpu in sorted(gpu_of.items())]
+    parts: dict[str, Any] = {}  # host -> its part of the graph
+    out = []
+    for rank, gpu in sorted(gpu_of.items()):
+        host = g.nodes[gpu]["host"]
+        if host not in parts:
+            parts[host] = host_part(g, host)
+        out.append(_rank_nics(g, rank, gpu, sent.get(rank, {}), parts[host]))
     nics = Nics(tuple(f.relative_to(run_dir).as_posix() for f in files), tuple(out))
     return nics, (_check(out) if sent else None)
 
 
-def _rank_nics(g: Any, rank: int, gpu: str, used: dict[str, set[int]]) -> RankNics:
-    paths = {p.nodes[-1]: p for p in nic_paths(g, gpu)}  # best first
+def _rank_nics(g: Any, rank: int, gpu: str, used: dict[str, set[int]], part: Any = None) -> RankNics:
+    paths = {p.nodes[-1]: p for p in nic_paths(g, gpu, part)}  # best first
     best: Optional[TopoPath] = next(iter(paths.values()), None)
     nearest = NicPath(best.nodes[-1], best.bottleneck_gbps, best.hops) if best else None
 

@@ -72,15 +72,24 @@ def gpu_path(g: nx.Graph, a: str, b: str) -> TopoPath:
     return best_path(g, a, b)
 
 
-def nic_paths(g: nx.Graph, gpu: str) -> list[TopoPath]:
-    """Paths from a GPU to every NIC of its host, best first (widest, then shortest)."""
+def host_part(g: nx.Graph, host: str) -> nx.Graph:
+    """One host's nodes (in g's order) and the links between them: a path
+    between two of them never leaves the host."""
+    members = [n for n, h in g.nodes(data="host") if h == host]
+    part = g.__class__()
+    part.add_nodes_from((n, g.nodes[n]) for n in members)
+    part.add_edges_from(g.subgraph(members).edges(data=True))
+    return part
+
+
+def nic_paths(g: nx.Graph, gpu: str, part: Optional[nx.Graph] = None) -> list[TopoPath]:
+    """Paths from a GPU to every NIC of its host, best first (widest, then
+    shortest). `part`: the host's part of g (host_part), which a caller asking
+    for every GPU of many hosts makes once per host: searching the whole graph
+    made a report's time grow with the square of the number of hosts."""
     _check_kind(g, gpu, "gpu")
-    host = g.nodes[gpu]["host"]
-    # Such a path stays inside the host: searching the host's part of the graph
-    # alone keeps this independent of the number of hosts (a report of 64
-    # hosts asks for every GPU's paths).
-    local = g.subgraph([n for n, h in g.nodes(data="host") if h == host]).copy()
-    paths = [best_path(local, gpu, nic) for nic in nodes_of(g, "nic", host)]
+    local = host_part(g, g.nodes[gpu]["host"]) if part is None else part
+    paths = [best_path(local, gpu, nic) for nic in nodes_of(local, "nic")]
     return sorted(paths, key=lambda p: (-(p.bottleneck_gbps or 0.0), p.hops))
 
 
