@@ -25,7 +25,7 @@ from ncclsim.report import cli as report_cli
 from ncclsim.report import nics as nics_module
 from ncclsim.report import parse_log as pl
 from ncclsim.topology.host_artifacts import write_host_artifacts
-from ncclsim.topology.graph_paths import best_path
+from ncclsim.topology.graph_paths import best_path, host_part, nic_paths
 from ncclsim.topology.graph_xml import from_xml_files
 
 DATA = Path(__file__).parent / "data" / "report"
@@ -272,6 +272,22 @@ def test_a_nic_shared_under_the_same_switches_is_near(tmp_path):
     r = nics_module._rank_nics(g, 0, "h0/gpu0", {"h0/nic0": {0}, "h0/nic1": {1}, "h0/nic2": {2}})
     assert r.nearest is not None and r.nearest.nic == "h0/nic0"
     assert [(u.nic, u.nearest) for u in r.used] == [("h0/nic0", True), ("h0/nic1", True), ("h0/nic2", False)]
+
+
+def test_nic_paths_in_a_hosts_part_are_the_whole_graphs(tmp_path):
+    # The report searches each host's part of the graph alone: the paths, hops and
+    # bandwidths must be those of the whole graph of several hosts joined by the network.
+    write_host_artifacts(build_cluster("dgx-a100", hosts=3), tmp_path)
+    g = from_xml_files([tmp_path / f"h{i}" / "topo.xml" for i in range(3)])
+    part = host_part(g, g.nodes["h1/gpu0"]["host"])
+    assert "h0/gpu0" not in part and "h2/nic0" not in part and "h1/nic7" in part
+    for gpu in ("h1/gpu0", "h1/gpu5"):
+        got = [(p.nodes[-1], p.hops, p.bottleneck_gbps) for p in nic_paths(g, gpu, part)]
+        want = [(p.nodes[-1], p.hops, p.bottleneck_gbps)
+                for p in sorted((best_path(g, gpu, f"h1/nic{i}") for i in range(8)),
+                                key=lambda p: (-(p.bottleneck_gbps or 0.0), p.hops))]
+        assert got == want and len(got) == 8
+        assert got[0][1] < got[-1][1]  # the nearest NIC is nearer than the farthest
 
 
 def test_nic_check_fails_for_another_gpus_nic(tmp_path):
