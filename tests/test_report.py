@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import io
 import json
 import re
 import shutil
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from ncclsim import NcclsimError
+from ncclsim import NcclsimError, rundir
 from ncclsim.cluster.build import build_cluster
+from ncclsim.launch import launcher
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import summary_text
 from ncclsim.report import cli as report_cli
@@ -572,3 +574,14 @@ def test_rank0_ring_line_cut_by_nccl_still_agrees() -> None:
     assert [c.ok for c in checks] == [True, True], checks
     _, checks = build_rings(links, {0: pl.RingOrder(0, 1, (0, 1, 2))}, n)
     assert [c.ok for c in checks] == [True, False], checks
+
+
+def test_launch_says_it_reads_many_ranks_logs(tmp_path):
+    # A report of hundreds of ranks takes seconds after the last rank's line: launch says why.
+    run = tmp_path / "run"
+    shutil.copytree(TWO_HOSTS, run)
+    for nranks, notice in ((4, False), (launcher.REPORT_NOTICE_RANKS, True)):
+        out, err = io.StringIO(), io.StringIO()
+        launcher._print_report(rundir.RunDir(run), out, err, nranks)
+        assert ("reading the logs of" in err.getvalue()) == notice
+        assert "Checks:" in out.getvalue()

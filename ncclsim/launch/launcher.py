@@ -206,14 +206,21 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
     for line in _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
-    _print_report(run, out, err)
+    _print_report(run, out, err, nranks)
     err.write(f"ncclsim: {outcome.initialised}/{nranks} {unit} initialised; finished in "
               f"{outcome.seconds:.1f} s with status {outcome.status}\n")
     return outcome.status
 
 
-def _print_report(run: rundir.RunDir, out: TextIO, err: TextIO) -> None:
+# From this many ranks the report takes seconds (128 x 8: about 20 s, reading
+# their logs): say what is going on meanwhile.
+REPORT_NOTICE_RANKS = 256
+
+
+def _print_report(run: rundir.RunDir, out: TextIO, err: TextIO, nranks: int) -> None:
     """The run's report (also saved as run.json); a run too broken to report on says why."""
+    if nranks >= REPORT_NOTICE_RANKS:
+        _say(err, f"ncclsim: reading the logs of {nranks} ranks for the report")
     try:
         report = build_report(run.root)
         write_run_json(run.root, report)
