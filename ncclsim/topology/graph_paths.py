@@ -85,8 +85,8 @@ def host_part(g: nx.Graph, host: str) -> nx.Graph:
 def nic_paths(g: nx.Graph, gpu: str, part: Optional[nx.Graph] = None) -> list[TopoPath]:
     """Paths from a GPU to every NIC of its host, best first (widest, then
     shortest). `part`: the host's part of g (host_part), which a caller asking
-    for every GPU of many hosts makes once per host: searching the whole graph
-    made a report's time grow with the square of the number of hosts."""
+    for every GPU of many hosts makes once per host (searching the whole graph
+    for every GPU takes time growing with the square of the number of hosts)."""
     _check_kind(g, gpu, "gpu")
     local = host_part(g, g.nodes[gpu]["host"]) if part is None else part
     paths = [best_path(local, gpu, nic) for nic in nodes_of(local, "nic")]
