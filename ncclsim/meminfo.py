@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 
 def meminfo() -> dict[str, int]:
@@ -19,3 +20,27 @@ def meminfo() -> dict[str, int]:
         if parts and parts[0].isdigit():
             fields[name] = int(parts[0]) * (1024 if parts[1:] == ["kB"] else 1)
     return fields
+
+
+def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> Optional[int]:
+    """How many processes the kernel's out-of-memory killer has killed since
+    boot (/proc/vmstat's oom_kill, Linux 4.13 on); None where it does not say."""
+    try:
+        text = vmstat.read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == "oom_kill" and value.strip().isdigit():
+            return int(value)
+    return None
+
+
+def oom_note(before: Optional[int], after: Optional[int]) -> Optional[str]:
+    """What to tell a user whose run the out-of-memory killer cut, from
+    oom_kills() before and after it; None when it killed nothing (or cannot tell)."""
+    if before is None or after is None or after <= before:
+        return None
+    return (f"this machine ran out of memory: the kernel killed {after - before} process(es) "
+            "during the run (README, 'One simulation over several machines', says what "
+            "large shapes need)")

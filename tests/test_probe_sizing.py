@@ -35,3 +35,19 @@ def test_meminfo_in_bytes() -> None:
     from ncclsim.meminfo import meminfo
     m = meminfo()
     assert 0 < m["MemAvailable"] <= m["MemTotal"] and m["MemTotal"] % 1024 == 0
+
+
+def test_out_of_memory_kills_are_counted_and_named(tmp_path) -> None:
+    """A run the kernel's out-of-memory killer cut says so; /proc/vmstat's counter."""
+    from ncclsim.meminfo import oom_kills, oom_note
+    vmstat = tmp_path / "vmstat"
+    vmstat.write_text("nr_free_pages 5000\noom_kill 7\nnr_zone_active_anon 3\n")
+    assert oom_kills(vmstat) == 7
+    assert oom_kills(tmp_path / "missing") is None
+    vmstat.write_text("nr_free_pages 5000\n")  # kernels before 4.13
+    assert oom_kills(vmstat) is None
+    real = oom_kills()
+    assert real is None or real >= 0
+    assert oom_note(7, 7) is None and oom_note(None, 9) is None and oom_note(7, None) is None
+    note = oom_note(7, 10)
+    assert note is not None and "ran out of memory" in note and "killed 3 process(es)" in note

@@ -27,7 +27,7 @@ from ncclsim.paths import mpiexec
 from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
-from ncclsim.meminfo import meminfo
+from ncclsim.meminfo import meminfo, oom_kills, oom_note
 from ncclsim.sizes import human_bytes
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.host_summary import HostSummary
@@ -194,17 +194,20 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     err.write(f"ncclsim: {opts.hosts} host(s) x {gpus} GPU(s): {opts.hosts * gpus} NCCL ranks in "
               f"{nranks} process(es){_over(placement)}; run directory {run.root}\n")
     guard = watchdog.start(run, run_id)
-    started = time.time()
+    started, oom_before = time.time(), oom_kills()
     mpi_command = [str(exe), *placement.mpiexec_args(run), *opts.mpiexec_args, "-n", str(nranks),
                    str(script), *command]
     outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
+    out_of_memory = oom_note(oom_before, oom_kills())
     machines = [run.rank(r).machine_name() for r in range(nranks)]  # None: the rank never started
     cleanup_failed = None
     if placement.spread and any(machines):
         cleanup_failed = clean_machines(exe, placement, opts.mpiexec_args, run, run_id, started, environ)
     watchdog.release(guard)
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
-    for line in _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
+    # the cause first, then what it did to the ranks
+    cause = [f"ncclsim: {out_of_memory}"] if out_of_memory and outcome.status else []
+    for line in cause + _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
     _print_report(run, out, err, nranks)
     err.write(f"ncclsim: {outcome.initialised}/{nranks} {unit} initialised; finished in "
