@@ -1,4 +1,5 @@
-"""This machine's memory, as /proc/meminfo tells it."""
+"""This machine's memory, as /proc/meminfo tells it, and how often the kernel
+ran out of it (/proc/vmstat)."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ static int slot_keys(const fc_step_slot *s, uint64_t *keys, int *where)
     }
     int n = 0;
     for (int i = 0; i < s->mc->n; i++)
-        if (s->mc->key_delta[i]) keys[n++] = fc_mc_copy_key(s->mc, s->at, i);
+        if ((keys[n] = fc_mc_copy_key(s->mc, s->at, i))) n++; /* 0: the copy has no key */
     *where = FC_WHERE_NONE;
     return n;
 }

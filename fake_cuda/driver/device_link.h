@@ -46,7 +46,7 @@ int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
 typedef struct fc_mc_view {
     int n; /* the team's size */
     intptr_t delta[FC_MC_MAX_TEAM];
-    /* the time board's key (fc_sim_memory_where) of copy i of x is x + key_delta[i] */
+    /* the key (fc_sim_memory_where) of copy i of x is x + key_delta[i], 0: none (fc_mc_copy_key) */
     int64_t key_delta[FC_MC_MAX_TEAM];
 } fc_mc_view;
 /* The key (fc_sim_memory_where) of copy i of multicast address x: 0 when
