@@ -144,14 +144,27 @@ static __attribute__((noinline)) void resume(fc_sched *s, fc_task *t)
     _longjmp(t->env, 1);
 }
 
-/* Finished flows (their stacks and scratch buffers), kept by the thread that
- * ran them for its next launches: a fresh stack is an mmap (above glibc's
- * mmap threshold), page faults to fill it and an munmap with its TLB
- * shootdown, per flow and launch. */
-#define KEPT_FLOWS 64
+/* Finished flows and scratch buffers, kept by the thread that ran them for
+ * its next launches: a fresh stack or scratch buffer is an mmap (above
+ * malloc's threshold, and MPI's memory hooks keep it there), page faults to
+ * fill it and an munmap with its TLB shootdown (an interrupt to every CPU
+ * running a thread of the process), per flow and launch. An NVLS AllReduce
+ * runs 5 flows per channel, a step of scratch in some (the team's sum): the
+ * thread keeps that many flows, and its scratch apart from them (a flow
+ * given the next launch's role may not need it), up to a bound. */
+#define KEPT_FLOWS 512
+#define KEPT_SCRATCH 64
+#define KEPT_SCRATCH_BYTES (1u << 20)        /* a larger scratch buffer is not kept */
+#define KEPT_SCRATCH_TOTAL_BYTES (8u << 20) /* nor one past this much kept in all */
 typedef struct {
     fc_task *flow[KEPT_FLOWS];
     int n;
+    struct {
+        void *p;
+        size_t size;
+    } scratch[KEPT_SCRATCH];
+    int nscratch;
+    size_t scratch_bytes;
 } kept_flows;
 static pthread_key_t kept_key;
 static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
@@ -167,6 +180,7 @@ static void kept_free(void *arg) /* at the thread's exit */
 {
     kept_flows *k = arg;
     while (k->n) task_destroy(k->flow[--k->n]);
+    while (k->nscratch) free(k->scratch[--k->nscratch].p);
     free(k);
 }
 
@@ -178,6 +192,39 @@ static kept_flows *kept(void)
     kept_flows *k = pthread_getspecific(kept_key);
     if (!k && (k = calloc(1, sizeof *k))) pthread_setspecific(kept_key, k);
     return k;
+}
+
+/* A flow's scratch goes back to the thread's, or is freed. */
+static void scratch_put(fc_task *t)
+{
+    kept_flows *k = kept();
+    if (!t->scratch) return;
+    if (k && k->nscratch < KEPT_SCRATCH && t->scratch_size <= KEPT_SCRATCH_BYTES &&
+        k->scratch_bytes + t->scratch_size <= KEPT_SCRATCH_TOTAL_BYTES) {
+        k->scratch[k->nscratch].p = t->scratch;
+        k->scratch[k->nscratch++].size = t->scratch_size;
+        k->scratch_bytes += t->scratch_size;
+    } else {
+        free(t->scratch);
+    }
+    t->scratch = NULL;
+    t->scratch_size = 0;
+}
+
+/* The smallest kept scratch buffer of at least n bytes, taken from the
+ * thread's; NULL when none is. */
+static void *scratch_take(size_t n, size_t *size)
+{
+    kept_flows *k = kept();
+    int best = -1;
+    for (int i = 0; k && i < k->nscratch; i++)
+        if (k->scratch[i].size >= n && (best < 0 || k->scratch[i].size < k->scratch[best].size)) best = i;
+    if (best < 0) return NULL;
+    void *p = k->scratch[best].p;
+    *size = k->scratch[best].size;
+    k->scratch_bytes -= *size;
+    k->scratch[best] = k->scratch[--k->nscratch];
+    return p;
 }
 
 /* A finished flow, or a new one whose context starts in trampoline. */
@@ -202,20 +249,12 @@ static fc_task *task_get(void)
 
 /* A flow leaves its scheduler: finished, it waits for the next; abandoned
  * mid-way (a stop), its context cannot be reused. */
-#define KEPT_SCRATCH_BYTES (64u << 10) /* a larger scratch buffer is not kept */
 static void task_put(fc_task *t)
 {
     kept_flows *k = kept();
-    if (!t->done || !k || k->n == KEPT_FLOWS) {
-        task_destroy(t);
-        return;
-    }
-    if (t->scratch_size > KEPT_SCRATCH_BYTES) {
-        free(t->scratch);
-        t->scratch = NULL;
-        t->scratch_size = 0;
-    }
-    k->flow[k->n++] = t;
+    scratch_put(t);
+    if (!t->done || !k || k->n == KEPT_FLOWS) task_destroy(t);
+    else k->flow[k->n++] = t;
 }
 
 bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
@@ -277,7 +316,15 @@ uint64_t fc_sched_end(const fc_sched *s) { return s->end; }
 void *fc_task_scratch(fc_task *t, size_t n)
 {
     if (n > t->scratch_size) {
-        void *p = realloc(t->scratch, n);
+        size_t kept_size;
+        void *p = scratch_take(n, &kept_size);
+        if (p) {
+            scratch_put(t); /* the smaller one, for another flow */
+            t->scratch = p;
+            t->scratch_size = kept_size;
+            return p;
+        }
+        p = realloc(t->scratch, n);
         if (!p) return NULL;
         t->scratch = p;
         t->scratch_size = n;

@@ -51,9 +51,10 @@ void fc_task_progress(fc_task *t);
 /* Inside a flow: wait until every flow spawned with it as parent returned. */
 void fc_task_join(fc_task *t);
 fc_sched *fc_task_sched(fc_task *t);
-/* Inside a flow: a buffer of at least n bytes, owned by the flow (reused by
- * its next call, freed with the flow, also when a stop abandons it). NULL
- * when out of memory. */
+/* Inside a flow: a buffer of at least n bytes, owned by the flow until it
+ * ends (reused by its next call, which may return another buffer: contents
+ * are not kept across calls), then kept by the thread for other flows or
+ * freed, also when a stop abandons the flow. NULL when out of memory. */
 void *fc_task_scratch(fc_task *t, size_t n);
 
 /* Modelled time (NCCLSIM_CLOCK=model): every flow has a clock, which its
