@@ -133,6 +133,27 @@ def test_user_mpi_program_picks_gpu_by_hostname(run_cli, tmp_path: Path) -> None
 
 
 @pytest.mark.e2e
+def test_ranks_waiting_in_mpi_leave_the_cpu(run_cli, tmp_path: Path) -> None:
+    """MPICH polls while a rank waits in an MPI call; launch makes it sleep
+    (its throttle and heavy yield, lengthened by the host library), so the
+    ranks still working get the CPU. A user's own setting wins: with MPICH's
+    polling restored the waiting ranks take the CPU again."""
+    program = [sys.executable, str(Path(__file__).parent / "workloads" / "mpi_wait.py")]
+
+    def waiting_cpu(run: Path, env: Optional[dict[str, str]] = None) -> list[float]:
+        proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--", *program, env=env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        lines = [(run / "ranks" / str(r) / "stdout").read_text().split() for r in range(4)]
+        assert [int(line[0]) for line in lines] == [0, 1, 2, 3], lines
+        assert all(float(line[2]) >= 1.5 for line in lines), lines
+        return [float(line[1]) / float(line[2]) for line in lines[1:]]  # the waiters' share of a CPU
+
+    assert max(waiting_cpu(tmp_path / "run")) < 0.1
+    polling = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "0", "MPIR_CVAR_ENABLE_HEAVY_YIELD": "0"}
+    assert min(waiting_cpu(tmp_path / "polling", env=polling)) > 0.2
+
+
+@pytest.mark.e2e
 def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "4", "--gpus", "8")

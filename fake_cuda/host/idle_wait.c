@@ -226,7 +226,12 @@ EXPORT int sched_yield(void)
  * such processes is more CPU than the initialisation itself. A sleep that
  * NCCL asks for below POLL_SLEEP_MIN_NS lasts that long instead, doubling
  * while the thread keeps polling, up to POLL_SLEEP_MAX_NS; a poll loop then
- * notices a finished thread that much later, once per group launch. */
+ * notices a finished thread that much later, once per group launch.
+ * MPICH polls the same way while a rank waits in an MPI call (with
+ * MPIR_CVAR_ENABLE_HEAVY_YIELD, which launch sets, its yield every
+ * MPIR_CVAR_POLLS_BEFORE_YIELD polls is a 1 ns sleep): its sleeps are
+ * lengthened alike, so that ranks waiting at a barrier leave the CPU to
+ * those still working. */
 #define POLL_SLEEP_MIN_NS 50000L
 #define POLL_SLEEP_MAX_NS 5000000L
 /* A thread sleeping again within this of its previous sleep's end is still
@@ -238,7 +243,7 @@ const struct timespec *host_sleep_length(const void *ret, const struct timespec 
     static __thread long next_ns;      /* this thread's next polling sleep */
     static __thread struct timespec last; /* when its last one ended */
     if (!req || req->tv_sec != 0 || req->tv_nsec >= POLL_SLEEP_MIN_NS || req->tv_nsec < 0 ||
-        !(host_caller(ret) & HOST_CALLER_NCCL))
+        !(host_caller(ret) & (HOST_CALLER_NCCL | HOST_CALLER_MPI)))
         return req;
     REAL(clock_gettime); /* real time: this library's own is the modelled clock's */
     struct timespec now;

@@ -26,12 +26,13 @@ enum host_thread { HOST_THREAD_OTHER, HOST_THREAD_PROGRESS, HOST_THREAD_NCCL };
 enum host_thread host_thread_kind(void);
 
 /* callers.c: the library a return address lies in (cached by code page):
- * NCCL's own (libnccl.so), and one whose clock reads stay real (NCCL, its
- * net plugins, the simulated driver and NVML, MPI, this library), and the
- * C++ runtime. */
+ * NCCL's own (libnccl.so), one whose clock reads stay real (NCCL, its net
+ * plugins, the simulated driver and NVML, MPI, this library), the C++
+ * runtime, and MPI (libmpi, libpmpi). */
 #define HOST_CALLER_NCCL 1u
 #define HOST_CALLER_REAL_TIME 2u
 #define HOST_CALLER_CXX_RUNTIME 4u /* libstdc++ */
+#define HOST_CALLER_MPI 8u
 unsigned host_caller(const void *ret);
 
 /* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`

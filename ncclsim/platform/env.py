@@ -60,7 +60,17 @@ HOST_PRELOAD = "libncclsim-host.so"
 # NCCL names its threads only when asked; the host library recognises NCCL's
 # proxy ("NCCL Progress") threads by name and lets them sleep while idle
 # (fake_cuda/host/idle_wait.c).
-DEFAULT_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": "65536", "NCCL_SET_THREAD_NAME": "1"}
+# MPICH polls without pause while a rank waits in an MPI call: between
+# sizes, nccl-tests' 16 ranks waiting at barriers took the two cores from the
+# ranks still working (2 x 8 all_reduce_perf, 8 B to 4 KiB: 72 % of the
+# samples in libmpi, 0.6 s per size). Its progress throttle sleeps 1 us
+# after this many empty polls (a shared-memory collective's wait polls the
+# progress engine), and with heavy yield its yields in other waits are 1 ns
+# sleeps; the host library lengthens both while the rank keeps waiting
+# (fake_cuda/host/idle_wait.c): 0.2 s per size, waiting ranks ~1 % of a CPU.
+MPICH_VARIABLES = {"MPIR_CVAR_CH4_PROGRESS_THROTTLE": "1", "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "16",
+                   "MPIR_CVAR_ENABLE_HEAVY_YIELD": "1"}
+DEFAULT_VARIABLES = {"MALLOC_MMAP_THRESHOLD_": "65536", "NCCL_SET_THREAD_NAME": "1", **MPICH_VARIABLES}
 
 
 def default_settings(environ: Mapping[str, str]) -> dict[str, str]:
