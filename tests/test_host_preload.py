@@ -1,7 +1,8 @@
-"""libncclsim-host.so's zero fills: a large memset(0) of a shared /dev/shm
-mapping punches a hole, of private anonymous memory drops the pages (the
-same bytes, no memory held); any other memory (a private file mapping, small
-fills) gets the real memset."""
+"""libncclsim-host.so's zero fills: a large memset(0) of pages not in memory
+punches a hole in a shared /dev/shm mapping and leaves private anonymous
+memory unallocated (the same bytes, no memory taken); pages in memory are
+written (dropped, each would fault in again at its next write); any other
+memory (a private file mapping, small fills) gets the real memset."""
 
 from __future__ import annotations
 
@@ -21,35 +22,49 @@ def rss_anon():
     with open("/proc/self/status") as f:
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith("RssAnon:"))
 
-def fill_and_zero(buf, start, length, fd=None):
-    # Fill buf with 0xff, zero [start, start + length), check the bytes; return
-    # what the file behind buf (fd) held right after the memset, or without
-    # one how much private memory the memset gave back (reading the zeroes
-    # back allocates pages again).
-    buf[:] = b"\xff" * len(buf)
+PAGE = 4096
+
+def fill_and_zero(buf, start, length, fd=None, written=()):
+    # Write 0xff to the edge pages of buf and to the pages `written` (so the
+    # others are not in memory), zero [start, start + length), check every
+    # byte; return what the file behind buf (fd) held right after the memset,
+    # or without one how much private memory the memset took (reading the
+    # zeroes back allocates pages).
+    for page in (0, len(buf) // PAGE - 1, *written):
+        buf[page * PAGE:(page + 1) * PAGE] = b"\xff" * PAGE
     addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))
     before = rss_anon()
     libc.__errno_location.restype = ctypes.POINTER(ctypes.c_int)
     libc.__errno_location().contents.value = 1234
     ctypes.memset(addr + start, 0, length)
     assert libc.__errno_location().contents.value == 1234, "memset changed errno"
-    held = os.fstat(fd).st_blocks * 512 if fd is not None else before - rss_anon()
+    taken = os.fstat(fd).st_blocks * 512 if fd is not None else rss_anon() - before
     assert buf[start:start + length] == bytes(length), "not zeroed"
-    assert buf[:start] == b"\xff" * start and buf[start + length:] == b"\xff" * (len(buf) - start - length), \
-        "bytes outside the fill changed"
-    return held
+    assert buf[:start] == b"\xff" * start, "bytes before the fill changed"
+    end = start + length
+    assert buf[end:] == b"\xff" * (len(buf) - end), "bytes after the fill changed"
+    return taken
 
-# A NCCL-style segment: a /dev/shm file, shared mapping, zeroed but for its edges.
+# NCCL-style segments: /dev/shm files made with posix_fallocate, shared
+# mappings, zeroed but for their edges; the second with 4 MiB written first.
+def segment(path):
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.posix_fallocate(fd, 0, 16 * MB)
+    return fd, mmap.mmap(fd, 16 * MB, mmap.MAP_SHARED)
+
 path = sys.argv[1]
-fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
-os.posix_fallocate(fd, 0, 16 * MB)
-shared = mmap.mmap(fd, 16 * MB, mmap.MAP_SHARED)
-print("shared_bytes_held", fill_and_zero(shared, 100, 16 * MB - 300, fd))
+fd, shared = segment(path)
+print("shared_fresh", fill_and_zero(shared, 100, 16 * MB - 300, fd))
+fd2, shared2 = segment(path + ".2")
+print("shared_written", fill_and_zero(shared2, 100, 16 * MB - 300, fd2, written=range(1024, 2048)))
+os.unlink(path + ".2")
 
 # Private anonymous memory, large (malloc's mmap) and small.
 private = mmap.mmap(-1, 8 * MB, mmap.MAP_PRIVATE)
-print("private_bytes_freed", fill_and_zero(private, 7, 8 * MB - 9))
-fill_and_zero(bytearray(4096), 1, 100)
+print("private_fresh", fill_and_zero(private, 7, 8 * MB - 9))
+private = mmap.mmap(-1, 8 * MB, mmap.MAP_PRIVATE)
+print("private_written", fill_and_zero(private, 7, 8 * MB - 9, written=range(512, 1024)))
+fill_and_zero(bytearray(3 * PAGE), 1, 100, written=range(3))
 
 # A private mapping of a file: zeroing it must not bring the file's bytes back.
 os.ftruncate(fd, 4 * MB)
@@ -62,34 +77,39 @@ print("ok")
 """
 
 
-def _zero_fills(env: dict[str, str], tmp_path: Path) -> tuple[int, int]:
-    """Runs CHILD (every byte checked there); what its segment held right
-    after the zero fill, and how much private memory zeroing 8 MiB gave back."""
+def _zero_fills(env: dict[str, str], tmp_path: Path) -> dict[str, list[int]]:
+    """Runs CHILD (every byte checked there); per case what the segment held
+    right after the zero fill, or how much private memory it took."""
     segment = Path("/dev/shm") / f"ncclsim-test-zero-fill-{tmp_path.name}"
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, str(segment)], env=env, text=True,
                               capture_output=True, timeout=60)
     finally:
         segment.unlink(missing_ok=True)
+        Path(f"{segment}.2").unlink(missing_ok=True)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.rstrip().endswith("ok"), proc.stdout
-    return (int(proc.stdout.split("shared_bytes_held ")[1].split()[0]),
-            int(proc.stdout.split("private_bytes_freed ")[1].split()[0]))
+    lines = proc.stdout.split("\n")
+    assert lines[-2:] == ["ok", ""], proc.stdout
+    return {line.split()[0]: [int(w) for w in line.split()[1:]] for line in lines[:-2]}
 
 
-def test_zero_fill_holds_no_pages(lib_dir: Path, clean_env: dict[str, str], tmp_path: Path) -> None:
-    held, freed = _zero_fills({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
-    # Only the two edge pages, not the 16 MiB the file was allocated with.
-    assert held <= 2 * 4096 * 4, held
-    # The 8 MiB of private memory written with 0xff before: all but the edges given back.
-    assert freed >= (8 << 20) - 4 * 4096, freed
+def test_zero_fill_takes_no_pages_and_keeps_those_in_use(lib_dir: Path, clean_env: dict[str, str],
+                                                         tmp_path: Path) -> None:
+    r = _zero_fills({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
+    # The fallocated segment: only its two edge pages hold memory afterwards.
+    assert r["shared_fresh"][0] <= 2 * 4096 * 4, r
+    # With 4 MiB written first, those stay (zeroed in place); the rest is a hole.
+    assert 4 << 20 <= r["shared_written"][0] <= (4 << 20) + 4 * 4096 * 4, r
+    # Private memory: zeroing 8 MiB of fresh pages allocates none; of 2 MiB written, keeps those.
+    assert r["private_fresh"][0] < 4 * 4096, r
+    assert abs(r["private_written"][0]) < 4 * 4096, r
 
 
-def test_without_the_preload_memset_holds_the_pages(clean_env: dict[str, str], tmp_path: Path) -> None:
-    """The same child without the preload: the segment and the private memory
-    stay allocated (the test above measures the preload, not the kernel)."""
-    held, freed = _zero_fills(clean_env, tmp_path)
-    assert held >= 16 << 20 and freed < 1 << 20, (held, freed)
+def test_without_the_preload_memset_takes_the_pages(clean_env: dict[str, str], tmp_path: Path) -> None:
+    """The same child without the preload: zeroing allocates the segment and
+    the private memory (the test above measures the preload, not the kernel)."""
+    r = _zero_fills(clean_env, tmp_path)
+    assert r["shared_fresh"][0] >= 16 << 20 and r["private_fresh"][0] >= 7 << 20, r
 
 
 # A receive loop on an empty non-blocking socket, as NCCL's bootstrap and proxy

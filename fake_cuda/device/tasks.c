@@ -146,7 +146,7 @@ static __attribute__((noinline)) void resume(fc_sched *s, fc_task *t)
 
 /* Finished flows and scratch buffers, kept by the thread that ran them for
  * its next launches: a fresh stack or scratch buffer is an mmap (above
- * malloc's threshold, and MPI's memory hooks keep it there), page faults to
+ * malloc's threshold, which launch fixes at 64 KiB), page faults to
  * fill it and an munmap with its TLB shootdown (an interrupt to every CPU
  * running a thread of the process), per flow and launch. An NVLS AllReduce
  * runs 5 flows per channel, a step of scratch in some (the team's sum): the

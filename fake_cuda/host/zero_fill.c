@@ -13,8 +13,12 @@
  *    is undone at once; a fork in between gives the child zeros where the
  *    parent is writing zeros).
  * Either way the pages read as zero, as after the memset, but hold no memory
- * until written. Any other memory (a private file mapping, locked memory)
- * gets the real memset; the result is the same bytes either way. */
+ * until written. Pages in memory are written instead: their owner is using
+ * them, and dropped they would each fault in again at the next write
+ * (nccl-tests zeroes its 128 MiB result buffers before every check: 2 x 8,
+ * a million page faults a size). Any other memory (a private file mapping,
+ * locked memory) gets the real memset; the result is the same bytes either
+ * way. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -64,6 +68,34 @@ static int drop_private(void *p, size_t n)
     return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
 }
 
+/* Zero whole pages [p, p + n): the runs in memory written, the others
+ * dropped (from a run that cannot be, all written); false when residency is
+ * unknown (the caller writes it all). */
+#define RESIDENCY_PAGES 4096 /* pages asked about per mincore */
+static int zero_pages(char *p, size_t n, size_t page, size_t len)
+{
+    unsigned char in[RESIDENCY_PAGES];
+    size_t pages = n / page;
+    for (size_t first = 0; first < pages; first += RESIDENCY_PAGES) {
+        size_t k = pages - first < RESIDENCY_PAGES ? pages - first : RESIDENCY_PAGES;
+        char *base = p + first * page;
+        if (mincore(base, k * page, in) != 0) return 0;
+        for (size_t i = 0; i < k;) {
+            size_t j = i;
+            while (j < k && (in[j] & 1) == (in[i] & 1)) j++;
+            char *run = base + i * page;
+            size_t bytes = (j - i) * page;
+            if (in[i] & 1) fill(run, 0, bytes);
+            else if (madvise(run, bytes, MADV_REMOVE) != 0 && !(len >= PUNCH_PRIVATE_MIN && drop_private(run, bytes))) {
+                fill(run, 0, n - (size_t)(run - p)); /* neither tmpfs nor private anonymous memory */
+                return 1;
+            }
+            i = j;
+        }
+    }
+    return 1;
+}
+
 EXPORT void *memset(void *p, int c, size_t n)
 {
     if (c != 0 || n < PUNCH_SHARED_MIN) return fill(p, c, n);
@@ -71,12 +103,9 @@ EXPORT void *memset(void *p, int c, size_t n)
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
     int saved = errno;
-    void *pages = (void *)first;
-    size_t bytes = last - first;
-    int dropped = last > first && (madvise(pages, bytes, MADV_REMOVE) == 0 ||
-                                   (n >= PUNCH_PRIVATE_MIN && drop_private(pages, bytes)));
+    int dropped = last > first && zero_pages((char *)first, last - first, page, n);
     errno = saved; /* memset sets no errno */
-    if (!dropped) return fill(p, c, n); /* neither tmpfs nor private anonymous memory (EINVAL, EACCES) */
+    if (!dropped) return fill(p, c, n);
     fill(p, 0, first - start);
     fill((void *)last, 0, end - last);
     return p;
