@@ -4,7 +4,8 @@
  * host structure it allocates (ncclCalloc: malloc, then memset), among them
  * a topology system of ~58 MB per rank: on a simulated cluster of hundreds of
  * ranks on one machine, much of its memory.
- * Here a large zero fill gives the pages back instead of writing them:
+ * Here a large zero fill does not write the pages it finds out of memory
+ * (mincore: never written, or swapped out), it gives them back:
  *  - of a shared file mapping (tmpfs: /dev/shm) it punches a hole
  *    (MADV_REMOVE);
  *  - of private anonymous memory (malloc's mmap) it drops them
@@ -13,8 +14,8 @@
  *    is undone at once; a fork in between gives the child zeros where the
  *    parent is writing zeros).
  * Either way the pages read as zero, as after the memset, but hold no memory
- * until written. Pages in memory are written instead: their owner is using
- * them, and dropped they would each fault in again at the next write
+ * until written. Pages in memory are written: their owner is using them,
+ * and dropped they would each fault in again at the next write
  * (nccl-tests zeroes its 128 MiB result buffers before every check: 2 x 8,
  * a million page faults a size). Any other memory (a private file mapping,
  * locked memory) gets the real memset; the result is the same bytes either
@@ -68,11 +69,11 @@ static int drop_private(void *p, size_t n)
     return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
 }
 
-/* Zero whole pages [p, p + n): the runs in memory written, the others
- * dropped (from a run that cannot be, all written); false when residency is
- * unknown (the caller writes it all). */
+/* Zero whole pages [p, p + n) of a fill of `whole` bytes: the runs in
+ * memory written, the others dropped (from a run that cannot be, all
+ * written); false when residency is unknown (the caller writes it all). */
 #define RESIDENCY_PAGES 4096 /* pages asked about per mincore */
-static int zero_pages(char *p, size_t n, size_t page, size_t len)
+static int zero_pages(char *p, size_t n, size_t page, size_t whole)
 {
     unsigned char in[RESIDENCY_PAGES];
     size_t pages = n / page;
@@ -86,7 +87,7 @@ static int zero_pages(char *p, size_t n, size_t page, size_t len)
             char *run = base + i * page;
             size_t bytes = (j - i) * page;
             if (in[i] & 1) fill(run, 0, bytes);
-            else if (madvise(run, bytes, MADV_REMOVE) != 0 && !(len >= PUNCH_PRIVATE_MIN && drop_private(run, bytes))) {
+            else if (madvise(run, bytes, MADV_REMOVE) != 0 && !(whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes))) {
                 fill(run, 0, n - (size_t)(run - p)); /* neither tmpfs nor private anonymous memory */
                 return 1;
             }
