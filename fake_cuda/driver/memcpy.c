@@ -4,10 +4,10 @@
  * are not simulated: copies that name one fail with CUDA_ERROR_NOT_SUPPORTED. */
 #include <fcntl.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 
 #include "internal.h"
+#include "zero_runs.h"
 
 /* ---- operations run in stream order ---- */
 
@@ -45,51 +45,42 @@ struct set_op {
     size_t count;   /* elements per row */
     size_t pitch, height;
 };
-/* Zeroing a large range: pages not in memory are given back instead of
- * written. A punched hole reads as zeros, in this process and in every
- * process that maps the same memory, and costs no memory (NCCL zeroes every
- * buffer it allocates; written page by page a simulated cluster would fill
- * RAM). Pages in memory are written: the program is using the buffer, and a
- * hole would make it fault every page in again (nccl-tests zeroes its 128 MiB
- * result buffers before each check: 2 x 8, ~6 s of its all_reduce_perf). */
+/* Zeroing a large range of device memory takes no memory where none is in
+ * use (zero_runs.h): NCCL zeroes every buffer it allocates, which written
+ * page by page would fill a simulated cluster's RAM. A punched hole reads as
+ * zeros in this process and in every process that maps the same memory. */
 #define HOLE_MIN (1u << 20)
-#define RESIDENCY_PAGES 4096 /* pages asked about per mincore */
 
-static bool punch(int fd, size_t off, size_t len)
+typedef struct {
+    int fd;
+    char *at;     /* mapped at offset `off` of the file */
+    size_t off;
+} backing;
+
+static bool write_zeros(char *run, size_t bytes, void *ctx)
 {
-    return fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) == 0;
+    (void)ctx;
+    memset(run, 0, bytes);
+    return true;
 }
 
-/* Page-aligned `at`, `n` pages at offset `off` of file `fd`: the runs in
- * memory written, the others punched; false when the file refuses a hole. */
-static bool zero_pages(int fd, char *at, size_t off, size_t n)
+static bool punch(char *run, size_t bytes, void *ctx)
 {
-    const size_t page = 4096;
-    unsigned char in[RESIDENCY_PAGES];
-    for (size_t first = 0; first < n; first += RESIDENCY_PAGES) {
-        size_t k = n - first < RESIDENCY_PAGES ? n - first : RESIDENCY_PAGES;
-        char *base = at + first * page;
-        if (mincore(base, k * page, in) != 0) memset(in, 0, k); /* unknown: all punched */
-        for (size_t i = 0; i < k;) {
-            size_t j = i;
-            while (j < k && (in[j] & 1) == (in[i] & 1)) j++;
-            if (in[i] & 1) memset(base + i * page, 0, (j - i) * page);
-            else if (!punch(fd, off + (first + i) * page, (j - i) * page)) return false;
-            i = j;
-        }
-    }
-    return true;
+    const backing *b = ctx;
+    off_t at = (off_t)(b->off + (size_t)(run - b->at));
+    return fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, at, (off_t)bytes) == 0;
 }
 
 /* false: not a large range of a file (the caller writes it). */
 static bool zero_large(char *dst, size_t len)
 {
-    int fd;
-    size_t off;
-    if (len < HOLE_MIN || !fc_backing_fd((uintptr_t)dst, len, &fd, &off)) return false;
-    size_t page = 4096, head = (page - off % page) % page;
+    backing b;
+    if (len < HOLE_MIN || !fc_backing_fd((uintptr_t)dst, len, &b.fd, &b.off)) return false;
+    size_t page = 4096, head = (page - b.off % page) % page;
     size_t body = (len - head) / page * page;
-    if (!zero_pages(fd, dst + head, off + head, body / page)) return false;
+    b.at = dst + head;
+    b.off += head;
+    fc_zero_runs(b.at, body / page, page, write_zeros, punch, &b);
     memset(dst, 0, head);
     memset(dst + head + body, 0, len - head - body);
     return true;

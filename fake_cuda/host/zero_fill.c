@@ -14,12 +14,9 @@
  *    is undone at once; a fork in between gives the child zeros where the
  *    parent is writing zeros).
  * Either way the pages read as zero, as after the memset, but hold no memory
- * until written. Pages in memory are written: their owner is using them,
- * and dropped they would each fault in again at the next write
- * (nccl-tests zeroes its 128 MiB result buffers before every check: 2 x 8,
- * a million page faults a size). Any other memory (a private file mapping,
- * locked memory) gets the real memset; the result is the same bytes either
- * way. */
+ * until written. Pages in memory are written (zero_runs.h says why). Any
+ * other memory (a private file mapping, locked memory) gets the real memset;
+ * the result is the same bytes either way. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stddef.h>
@@ -28,6 +25,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "zero_runs.h"
 
 /* Below these a memset is cheaper than the system calls. Shared memory
  * includes the host buffers NCCL zeroes per network connection (a 512 KiB LL
@@ -69,32 +67,19 @@ static int drop_private(void *p, size_t n)
     return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
 }
 
-/* Zero whole pages [p, p + n) of a fill of `whole` bytes: the runs in
- * memory written, the others dropped (from a run that cannot be, all
- * written); false when residency is unknown (the caller writes it all). */
-#define RESIDENCY_PAGES 4096 /* pages asked about per mincore */
-static int zero_pages(char *p, size_t n, size_t page, size_t whole)
+static bool write_zeros(char *run, size_t bytes, void *ctx)
 {
-    unsigned char in[RESIDENCY_PAGES];
-    size_t pages = n / page;
-    for (size_t first = 0; first < pages; first += RESIDENCY_PAGES) {
-        size_t k = pages - first < RESIDENCY_PAGES ? pages - first : RESIDENCY_PAGES;
-        char *base = p + first * page;
-        if (mincore(base, k * page, in) != 0) return 0;
-        for (size_t i = 0; i < k;) {
-            size_t j = i;
-            while (j < k && (in[j] & 1) == (in[i] & 1)) j++;
-            char *run = base + i * page;
-            size_t bytes = (j - i) * page;
-            if (in[i] & 1) fill(run, 0, bytes);
-            else if (madvise(run, bytes, MADV_REMOVE) != 0 && !(whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes))) {
-                fill(run, 0, n - (size_t)(run - p)); /* neither tmpfs nor private anonymous memory */
-                return 1;
-            }
-            i = j;
-        }
-    }
-    return 1;
+    (void)ctx;
+    fill(run, 0, bytes);
+    return true;
+}
+
+/* A hole in tmpfs, or private anonymous pages dropped (of a fill of at least
+ * PUNCH_PRIVATE_MIN bytes, *ctx); false for any other memory. */
+static bool give_back(char *run, size_t bytes, void *ctx)
+{
+    size_t whole = *(const size_t *)ctx;
+    return madvise(run, bytes, MADV_REMOVE) == 0 || (whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes));
 }
 
 EXPORT void *memset(void *p, int c, size_t n)
@@ -103,10 +88,10 @@ EXPORT void *memset(void *p, int c, size_t n)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
+    if (last <= first) return fill(p, c, n);
     int saved = errno;
-    int dropped = last > first && zero_pages((char *)first, last - first, page, n);
+    fc_zero_runs((char *)first, (last - first) / page, page, write_zeros, give_back, &n);
     errno = saved; /* memset sets no errno */
-    if (!dropped) return fill(p, c, n);
     fill(p, 0, first - start);
     fill((void *)last, 0, end - last);
     return p;

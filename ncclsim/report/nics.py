@@ -65,13 +65,9 @@ def _nic_use(run_dir: Path, files: list[Path], hosts: Sequence[str], ranks: Sequ
         if gpu is not None and g.nodes[gpu]["host"] in hosts_with_nics:
             host = g.nodes[g.nodes[gpu]["host"]]["index"]
             sent.setdefault(leaving, {}).setdefault(nic_node(host, via.net_dev), set()).add(c.channel)
-    parts: dict[str, Any] = {}  # host -> its part of the graph
-    out = []
-    for rank, gpu in sorted(gpu_of.items()):
-        host = g.nodes[gpu]["host"]
-        if host not in parts:
-            parts[host] = host_part(g, host)
-        out.append(_rank_nics(g, rank, gpu, sent.get(rank, {}), parts[host]))
+    parts = {host: host_part(g, host) for host in {g.nodes[gpu]["host"] for gpu in gpu_of.values()}}
+    out = [_rank_nics(g, rank, gpu, sent.get(rank, {}), parts[g.nodes[gpu]["host"]])
+           for rank, gpu in sorted(gpu_of.items())]
     nics = Nics(tuple(f.relative_to(run_dir).as_posix() for f in files), tuple(out))
     return nics, (_check(out) if sent else None)
 
