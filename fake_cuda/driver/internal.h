@@ -127,11 +127,11 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the
  * whole range is in one allocation backed by one (false otherwise). */
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
-/* The time board's key of byte `off` of the memfd with inode `ino` (0: none fits). */
+/* The boards' key of byte `off` of the memfd with inode `ino` (0: none fits). */
 uint64_t fc_memory_key(uint64_t ino, uint64_t off);
 /* Inodes of files other than memfds (registered host memory) are named
- * ino | FC_FILE_INODES, and must be below it. */
-#define FC_FILE_INODES (1ull << 22)
+ * ino | FC_FILE_INODES (above any inode number). */
+#define FC_FILE_INODES (1ull << 62)
 /* Device capacity accounting: false (and nothing reserved) when it does not fit. */
 bool fc_mem_reserve(CUdevice dev, size_t size);
 void fc_mem_mark_in_use(CUdevice dev); /* a context there: NVML lists this process */

@@ -63,7 +63,7 @@ static void identify(fc_alloc *a)
         uint64_t ino;
         size_t offset;
         /* a file's inode is named apart from the memfds' (another file system) */
-        if (mapped_file(a->base, a->size, &ino, &offset) && ino < FC_FILE_INODES) {
+        if (mapped_file(a->base, a->size, &ino, &offset) && ino && ino < FC_FILE_INODES) {
             a->ino = ino | FC_FILE_INODES;
             a->offset = offset;
         }
@@ -141,10 +141,18 @@ int fc_sim_memory_where(uintptr_t addr, uint64_t *key)
  * name of ncclsim's own (it finds it with dlsym on libcuda.so.1). */
 FC_API int ncclsim_memory_where(uintptr_t addr, uint64_t *key) { return fc_sim_memory_where(addr, key); }
 
+/* The same bytes, the same key, in every process: a file's name in 23 bits
+ * (memfd or other file, then its inode's low 22 bits) and the offset in 40.
+ * Inode numbers only grow while a machine runs (past 2^23 after some 8
+ * million files): the low bits name a file, and two files of one run share
+ * them only if their numbers differ by a multiple of 2^22, which takes 4
+ * million files made while the first is in use. */
+#define INODE_BITS 22
 uint64_t fc_memory_key(uint64_t ino, uint64_t off)
 {
-    /* inode (< 2^23) and offset (< 2^40): the same bytes, the same key, in every process */
-    return ino && ino < (1ull << 23) && off < (1ull << 40) ? (ino << 40 | off) + 1 : 0;
+    if (!ino || off >= (1ull << 40)) return 0;
+    uint64_t name = (ino & FC_FILE_INODES ? 1ull << INODE_BITS : 0) | (ino & ((1ull << INODE_BITS) - 1));
+    return (name << 40 | off) + 1;
 }
 
 size_t fc_sim_memory_span(uintptr_t addr)
