@@ -55,8 +55,8 @@ static void complete_record(void *arg)
     int n = e->nparked;
     e->parked = NULL;
     e->nparked = e->parked_cap = 0;
-    pthread_cond_broadcast(&e->cond);
     pthread_mutex_unlock(&e->lock);
+    pthread_cond_broadcast(&e->cond); /* after unlocking: a waiter woken before would block on the lock */
     for (int i = 0; i < n; i++) fc_stream_unpark(parked[i]); /* not under the event's lock */
     free(parked);
 }

@@ -149,7 +149,8 @@ struct CUstream_st {
     int priority;
     unsigned long long id;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    pthread_cond_t work; /* the worker waits here for an operation it can run */
+    pthread_cond_t done; /* synchronising and blocked submitting threads wait here */
     struct fc_op *head, *tail;
     uint64_t enqueued, completed; /* ops */
     uint64_t modelled_done;       /* modelled time the last completed op ended (modelled_time.c) */

@@ -63,14 +63,26 @@ struct stream_ext { /* state private to this file */
 
 static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
 
-/* After an operation: its stream's progress, and one op less in flight.
- * `inline_op`: the caller ran it, and the worker may wait for it to end. */
-static void op_done(struct CUstream_st *s, bool inline_op)
+/* Whom a change of a stream's state concerns. They are woken after the
+ * stream's lock is released: a thread woken while the waker holds it only
+ * blocks on the lock, two more thread switches per wake. */
+enum { WAKE_WORKER = 1, WAKE_WAITERS = 2 };
+
+static void wake(struct CUstream_st *s, int whom)
+{
+    if (whom & WAKE_WORKER) pthread_cond_signal(&s->work);
+    if (whom & WAKE_WAITERS) pthread_cond_broadcast(&s->done);
+}
+
+/* With s locked, after an operation: its stream's progress, and one op less
+ * in flight; returns whom to wake. `inline_op`: the caller ran it, and the
+ * worker may wait for it to end. */
+static int op_done(struct CUstream_st *s, bool inline_op)
 {
     s->completed++;
     if (ext(s)->done_at) ext(s)->done_at[(s->completed - 1) % STREAM_QUEUE_DEPTH] = s->modelled_done;
     fc_time_gpu_work(-1);
-    if (inline_op || s->completed >= ext(s)->wake_at) pthread_cond_broadcast(&s->cond);
+    return (inline_op ? WAKE_WORKER : 0) | (s->completed >= ext(s)->wake_at ? WAKE_WAITERS : 0);
 }
 
 static struct fc_op *pop(struct CUstream_st *s)
@@ -107,15 +119,17 @@ static bool head_ready(struct CUstream_st *s)
 void fc_stream_unpark(struct CUstream_st *s)
 {
     struct stream_ext *e = ext(s);
+    int whom = 0;
     pthread_mutex_lock(&s->lock);
     e->parked = false;
     while (s->head && s->head->quick && !e->busy && head_ready(s)) {
         run_head(s);
-        op_done(s, false);
+        whom |= op_done(s, false);
     }
     /* the worker: for real work, or to run what its own operation unparked */
-    if (s->head && !e->parked) pthread_cond_broadcast(&s->cond);
+    if (s->head && !e->parked && !e->busy) whom |= WAKE_WORKER;
     pthread_mutex_unlock(&s->lock);
+    wake(s, whom);
 }
 
 /* Every stream ever created, for context-wide synchronisation. Stream
@@ -141,7 +155,8 @@ struct CUstream_st *fc_stream_new(CUcontext ctx, unsigned flags, int priority)
     s->priority = priority;
     s->id = fc_next_id();
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pthread_cond_init(&s->work, NULL);
+    pthread_cond_init(&s->done, NULL);
     pthread_mutex_lock(&all_lock);
     if (all_n == all_cap) {
         size_t cap = all_cap ? all_cap * 2 : 64;
@@ -169,11 +184,16 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while ((!s->head || e->busy || e->parked) && !(e->destroyed && !s->head))
-            pthread_cond_wait(&s->cond, &s->lock);
+            pthread_cond_wait(&s->work, &s->lock);
         if (!s->head) break; /* destroyed and drained */
         if (!head_ready(s)) continue;
         run_head(s);
-        op_done(s, false);
+        int whom = op_done(s, false);
+        if (whom) {
+            pthread_mutex_unlock(&s->lock);
+            wake(s, whom);
+            pthread_mutex_lock(&s->lock);
+        }
     }
     s->worker_running = false;
     pthread_mutex_unlock(&s->lock);
@@ -189,8 +209,8 @@ static void wait_completed(struct CUstream_st *s, uint64_t target, const struct 
     e->syncing++;
     if (target < e->wake_at) e->wake_at = target;
     while (s->completed < target) {
-        if (!until) pthread_cond_wait(&s->cond, &s->lock);
-        else if (pthread_cond_clockwait(&s->cond, &s->lock, CLOCK_MONOTONIC, until) == ETIMEDOUT) break;
+        if (!until) pthread_cond_wait(&s->done, &s->lock);
+        else if (pthread_cond_clockwait(&s->done, &s->lock, CLOCK_MONOTONIC, until) == ETIMEDOUT) break;
     }
     if (--e->syncing == 0) e->wake_at = UINT64_MAX;
 }
@@ -232,8 +252,9 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         run_op(s, fn, (void *)arg, submit);
         pthread_mutex_lock(&s->lock);
         e->busy = false;
-        op_done(s, true);
+        int whom = op_done(s, true);
         pthread_mutex_unlock(&s->lock);
+        wake(s, whom);
         return true;
     }
     pthread_mutex_unlock(&s->lock);
@@ -255,6 +276,10 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
     else s->head = op;
     s->tail = op;
     s->enqueued++;
+    /* The worker waits for this op only when it is the next to run: behind
+     * others, whoever ends or unparks those wakes it (a needless wake costs
+     * two thread switches). */
+    bool next = s->head == op && !e->busy && !e->parked;
     if (!s->worker_running) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -264,8 +289,8 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         pthread_attr_destroy(&attr);
         if (!s->worker_running) abort(); /* a stream that never runs would hang the program */
     }
-    pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+    if (next) wake(s, WAKE_WORKER);
     return true;
 }
 
@@ -318,8 +343,8 @@ void fc_stream_free(struct CUstream_st *s)
     pthread_mutex_lock(&s->lock);
     s->magic = 0;
     ext(s)->destroyed = true; /* queued work still runs, as CUDA specifies */
-    pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+    wake(s, WAKE_WORKER);
 }
 
 void fc_ctx_synchronize(CUcontext ctx)
