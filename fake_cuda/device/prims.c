@@ -186,9 +186,11 @@ bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, 
     int rb, rc;
     while ((rb = fc_multicast_view(buff, 1, &mc)) < 0 || (rc = fc_multicast_view(head, 8, &mc_credits)) < 0) {
         if (fc_emu_stopped(e)) return false;
-        snprintf(p->waiting, sizeof p->waiting, "%s: %s connection %d to rank %d: waiting for every GPU to bind "
+        fc_prims_wait *w = &p->waiting;
+        snprintf(w->text, sizeof w->text, "%s: %s connection %d to rank %d: waiting for every GPU to bind "
                  "its memory to the multicast object", p->who, side, connIndex, peer);
-        fc_task_block(p->t, p->waiting);
+        w->note = (fc_wait_note){NULL, w->text};
+        fc_task_block(p->t, &w->note);
     }
     out->mc = rb > 0 ? mc : NULL;
     out->mc_credits = rc > 0 ? mc_credits : NULL;
@@ -257,11 +259,20 @@ void fc_prims_fini(fc_prims *p)
 static bool aborted(const fc_prims *p) { return fc_emu_stopped(p->e); }
 
 /* What a blocked flow waits for, for the stall report. */
-static void describe(fc_prims *p, const char *what, bool send, int peer, uint64_t step, const char *seen,
-                     uint64_t value)
+static void write_wait(const fc_wait_note *note, char *buf, size_t size)
 {
-    snprintf(p->waiting, sizeof p->waiting, "%s: %s %s rank %d (step %llu, %s %llu)", p->who, what,
-             send ? "to" : "from", peer, (unsigned long long)step, seen, (unsigned long long)value);
+    const fc_prims_wait *w = (const fc_prims_wait *)note;
+    snprintf(buf, size, "%s: %s %s rank %d (step %llu, %s %llu)", w->who, w->what, w->send ? "to" : "from",
+             w->peer, (unsigned long long)w->step, w->seen, (unsigned long long)w->value);
+}
+
+/* The note of the wait that follows (the flow's stall report reads it). */
+static const fc_wait_note *describe(fc_prims *p, const char *what, bool send, int peer, uint64_t step,
+                                    const char *seen, uint64_t value)
+{
+    p->waiting = (fc_prims_wait){.note = {write_wait, NULL}, .who = p->who, .what = what, .seen = seen,
+                                 .send = send, .peer = peer, .step = step, .value = value};
+    return &p->waiting.note;
 }
 
 /* Block until the counter + ahead >= want, in the kernel's unsigned 64-bit
@@ -273,10 +284,10 @@ static bool wait_counter(fc_prims *p, const fc_conn *c, volatile uint64_t *ptr, 
     volatile uint64_t *at;
     uint64_t v = load_credit(c, ptr, &at, NULL), key;
     if (v + ahead >= want) return true;
-    describe(p, what, send, c->peer, want, send ? "head" : "tail", v);
+    const fc_wait_note *note = describe(p, what, send, c->peer, want, send ? "head" : "tail", v);
     while ((v = load_credit(c, ptr, &at, &key)) + ahead < want) {
         if (aborted(p)) return false;
-        fc_task_wait_word(p->t, at, key, (uint32_t)v, c->fifo != NULL, p->waiting); /* a FIFO: NCCL's proxy posts */
+        fc_task_wait_word(p->t, at, key, (uint32_t)v, c->fifo != NULL, note); /* a FIFO: NCCL's proxy posts */
     }
     return true;
 }
@@ -558,13 +569,14 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
 {
     for (size_t j = 0; j < nlines; j++) {
         if (ll_ready(&lines[j], flag)) continue;
-        describe(p, "waiting for LL lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
+        const fc_wait_note *note =
+            describe(p, "waiting for LL lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
         while (!ll_ready(&lines[j], flag)) {
             if (aborted(p)) return false;
             const volatile uint32_t *w = &lines[ll_ready(&lines[nlines - 1], flag) ? j : nlines - 1].flag2;
             uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-            if (seen != flag) fc_task_wait_word(p->t, w, word_key(w), seen, false, p->waiting);
-            else fc_task_block(p->t, p->waiting); /* its flag1 is late */
+            if (seen != flag) fc_task_wait_word(p->t, w, word_key(w), seen, false, note);
+            else fc_task_block(p->t, note); /* its flag1 is late */
         }
     }
     return true;
@@ -652,14 +664,15 @@ static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_
     for (size_t j = 0; j < nlines; j++) {
         volatile uint64_t *f = ll128_flag(words, j);
         if (load_acq(f) == flag) continue;
-        describe(p, "waiting for LL128 lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
+        const fc_wait_note *note =
+            describe(p, "waiting for LL128 lines", false, p->recv[i].peer, p->rstep[i], "first missing line", j);
         uint64_t v;
         while ((v = load_acq(f)) != flag) {
             if (aborted(p)) return false;
             volatile uint64_t *last = ll128_flag(words, nlines - 1);
             uint64_t lv = load_acq(last);
-            if (lv != flag) fc_task_wait_word(p->t, last, word_key(last), (uint32_t)lv, false, p->waiting);
-            else fc_task_wait_word(p->t, f, word_key(f), (uint32_t)v, false, p->waiting);
+            if (lv != flag) fc_task_wait_word(p->t, last, word_key(last), (uint32_t)lv, false, note);
+            else fc_task_wait_word(p->t, f, word_key(f), (uint32_t)v, false, note);
         }
     }
     return true;

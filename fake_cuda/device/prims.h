@@ -44,6 +44,17 @@ typedef struct {
 
 enum { FC_BUF_NONE = -1, FC_BUF_INPUT = 0, FC_BUF_OUTPUT = 1 };
 
+/* What a primitive waits for, for the stall report (tasks.h): the fields,
+ * written as text only when a report asks. */
+typedef struct {
+    fc_wait_note note; /* first: the flow's note points here */
+    const char *who, *what, *seen;
+    bool send;
+    int peer;
+    uint64_t step, value;
+    char text[200]; /* a wait said in full (rare: setting up) */
+} fc_prims_wait;
+
 typedef struct {
     fc_emu *e;
     fc_task *t;
@@ -58,7 +69,7 @@ typedef struct {
     fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
     uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
     char *bufs[2]; /* user input, output */
-    char waiting[200];
+    fc_prims_wait waiting;
     bool ok;
 } fc_prims;
 

@@ -53,7 +53,7 @@ struct fc_task {
     int children; /* spawned with this as parent, not yet returned */
     uint64_t now;  /* the flow's modelled time (see tasks.h) */
     bool done;
-    const char *waiting; /* what it blocked on last */
+    const fc_wait_note *waiting; /* what it blocked on last */
     wait_kind wait;
     const volatile uint32_t *word; /* WAIT_WORD, WAIT_PROXY_WORD: runs again once *word != seen */
     uint64_t key;                  /* the word's name on the wake board */
@@ -280,17 +280,17 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg)
     return true;
 }
 
-static void block_on(fc_task *t, wait_kind kind, const char *what)
+static void block_on(fc_task *t, wait_kind kind, const fc_wait_note *what)
 {
     t->wait = kind;
     t->waiting = what;
     switch_out(t);
 }
 
-void fc_task_block(fc_task *t, const char *what) { block_on(t, WAIT_POLL, what); }
+void fc_task_block(fc_task *t, const fc_wait_note *what) { block_on(t, WAIT_POLL, what); }
 
 void fc_task_wait_word(fc_task *t, const volatile void *word, uint64_t key, uint32_t seen, bool proxy,
-                       const char *what)
+                       const fc_wait_note *what)
 {
     t->word = word;
     t->key = key;
@@ -302,7 +302,8 @@ void fc_task_progress(fc_task *t) { t->sched->progress++; }
 
 void fc_task_join(fc_task *t)
 {
-    while (t->children) block_on(t, WAIT_JOIN, "its parts to finish");
+    static const fc_wait_note parts = {NULL, "its parts to finish"};
+    while (t->children) block_on(t, WAIT_JOIN, &parts);
 }
 
 fc_sched *fc_task_sched(fc_task *t) { return t->sched; }
@@ -339,8 +340,12 @@ static void report_stall(fc_sched *s)
     fc_log_fatal_config("NCCL kernel emulation: no progress for %.0f s; %d flow(s) waiting:",
                         (double)s->stall_ns / 1e9, n);
     int shown = 0;
-    for (fc_task *t = s->tasks; t && shown < 16; t = t->next, shown++)
-        fc_log_fatal_config("  %s", t->waiting ? t->waiting : "(running)");
+    for (fc_task *t = s->tasks; t && shown < 16; t = t->next, shown++) {
+        char text[256];
+        const fc_wait_note *w = t->waiting;
+        if (w && w->write) w->write(w, text, sizeof text);
+        fc_log_fatal_config("  %s", !w ? "(running)" : w->write ? text : w->text ? w->text : "(not said)");
+    }
 }
 
 static bool waits_for_word(const fc_task *t) { return t->wait == WAIT_WORD || t->wait == WAIT_PROXY_WORD; }

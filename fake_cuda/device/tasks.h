@@ -34,9 +34,18 @@ bool fc_task_spawn(fc_sched *s, fc_task *parent, fc_task_fn fn, void *arg);
 bool fc_sched_run(fc_sched *s);
 void fc_sched_free(fc_sched *s);
 
+/* What a flow waits for, for the stall report. A flow blocks thousands of
+ * times a second and a report is rare: `write` makes the text only when a
+ * report asks (the note lives while its flow is blocked); NULL: `text`. */
+typedef struct fc_wait_note fc_wait_note;
+struct fc_wait_note {
+    void (*write)(const fc_wait_note *note, char *buf, size_t size);
+    const char *text;
+};
+
 /* Inside a flow: give the turn back; the flow is resumed at a later pass.
- * `what` describes what it waits for (for the stall report) and may be NULL. */
-void fc_task_block(fc_task *t, const char *what);
+ * `what` says what it waits for (for the stall report) and may be NULL. */
+void fc_task_block(fc_task *t, const fc_wait_note *what);
 /* Inside a flow: give the turn back until the 32-bit word at `word`, named
  * `key` on the wake board (wake_board.h; 0: unknown), no longer holds `seen`
  * (the flow then runs again and checks what it waits for; until then it is
@@ -45,7 +54,7 @@ void fc_task_block(fc_task *t, const char *what);
  * `proxy`: NCCL's proxy writes it, which wakes nobody, so after the net
  * plugin's announcements the scheduler polls. */
 void fc_task_wait_word(fc_task *t, const volatile void *word, uint64_t key, uint32_t seen, bool proxy,
-                       const char *what);
+                       const fc_wait_note *what);
 /* Inside a flow: the flow moved data or a counter (the pass made progress). */
 void fc_task_progress(fc_task *t);
 /* Inside a flow: wait until every flow spawned with it as parent returned. */
