@@ -202,3 +202,66 @@ def test_a_proxy_thread_wakes_for_its_own_device_only(lib_dir: Path, clean_env: 
     # at most once nothing happens).
     assert own >= nudges > 100, (own, nudges)
     assert other < own / 4, (own, other, nudges)
+
+
+# Emulated GPUs of devices 0 and 1 (stream workers) sleep on their
+# announcement counts as they do while a channel waits for a word NCCL's
+# proxy writes (100 ms timeouts); device 0's proxy thread announces a
+# completed request every millisecond. Prints each sleeper's wakes in 0.5 s
+# and the announcements.
+GPU_NUDGES = r"""
+import ctypes, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+host = ctypes.CDLL(None)
+host.ncclsim_gpu_nudges.restype = ctypes.c_void_p
+SYS_futex, FUTEX_WAIT = 202, 0
+class timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+stop = threading.Event()
+ready = threading.Barrier(3)
+wakes = {}
+def gpu(dev):
+    host.ncclsim_thread_device(dev)
+    word = host.ncclsim_gpu_nudges()
+    ready.wait()
+    n = 0
+    while not stop.is_set():
+        host.ncclsim_gpu_nudge_sleepers(1)
+        seen = ctypes.c_uint32.from_address(word).value
+        libc.syscall(SYS_futex, ctypes.c_void_p(word), FUTEX_WAIT, ctypes.c_uint32(seen),
+                     ctypes.byref(timespec(0, 100_000_000)), None, 0)
+        host.ncclsim_gpu_nudge_sleepers(-1)
+        n += 1
+    wakes[dev] = n
+threads = [threading.Thread(target=gpu, args=(d,)) for d in (0, 1)]
+for t in threads:
+    t.start()
+ready.wait()
+host.ncclsim_thread_device(0)
+nudges, end = 0, time.monotonic() + 0.5
+while time.monotonic() < end:
+    host.ncclsim_nudge_gpus()
+    nudges += 1
+    time.sleep(0.001)
+stop.set()
+host.ncclsim_thread_device(-1)
+host.ncclsim_nudge_gpus()
+for t in threads:
+    t.join()
+print(wakes[0], wakes[1], nudges)
+"""
+
+
+def test_a_network_announcement_wakes_its_own_gpu_only(lib_dir: Path, clean_env: dict[str, str]) -> None:
+    """With a process per host, 8 emulated GPUs share a process: the net
+    plugin's completed request in one rank's proxy thread wakes that rank's
+    GPU, not the other 7 (each of which would poll for a while)."""
+    proc = subprocess.run([sys.executable, "-c", GPU_NUDGES],
+                          env={**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)},
+                          text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    own, other, nudges = (int(w) for w in proc.stdout.split())
+    # Device 0's GPU wakes for (nearly) every announcement; device 1's only
+    # at its 100 ms timeouts and at the end.
+    assert nudges > 100 and own > nudges / 2, (own, other, nudges)
+    assert other <= 10, (own, other, nudges)

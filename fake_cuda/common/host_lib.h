@@ -19,6 +19,8 @@ NCCLSIM_HOST_API void ncclsim_clock_gpu_work(long delta);
 
 /* Idle waiting (idle_wait.c; see idle.h). */
 NCCLSIM_HOST_API void ncclsim_nudge_proxies(void);
+/* Announce to the calling thread's device (all devices when it has none);
+ * the count a thread sleeps on is its own device's. */
 NCCLSIM_HOST_API void ncclsim_nudge_gpus(void);
 NCCLSIM_HOST_API volatile uint32_t *ncclsim_gpu_nudges(void);
 /* Around a sleep on ncclsim_gpu_nudges(): +1 before reading the word, -1

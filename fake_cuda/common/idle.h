@@ -18,7 +18,8 @@
  *  - the words NCCL's proxy writes (a NET connection's head and tail) cannot
  *    be watched: the net plugin announces a completed request
  *    (fc_nudge_gpus), after which the proxy writes them, and an emulated GPU
- *    waiting on such a word wakes on that announcement and polls briefly.
+ *    waiting on such a word wakes on that announcement (its own rank's:
+ *    fc_thread_device) and polls briefly.
  * The process-wide parts live in libncclsim-host.so (preloaded into ranks);
  * without it every waiter falls back to polling with back-off. */
 #ifndef NCCLSIM_COMMON_IDLE_H

@@ -64,8 +64,12 @@ static unsigned char fd_slot[MAX_FD]; /* a watched socket's slot + 1; 0: not wat
 
 static __thread int thread_device = -1;
 
-static volatile uint32_t gpu_events;
-static int gpu_sleepers; /* threads in a sleep that gpu_events wakes */
+/* The net plugin's announcements, per device as the proxies' slots: a
+ * proxy thread's completed request concerns its own rank's GPU, and with a
+ * process per host one counter for all woke every GPU's stream worker,
+ * each of which then polled for a word only one of them waited for. */
+static volatile uint32_t gpu_events[FC_MAX_GPUS + 1];
+static int gpu_sleepers[FC_MAX_GPUS + 1]; /* threads in a sleep that gpu_events[i] wakes */
 
 EXPORT void ncclsim_thread_device(int dev) { thread_device = dev >= 0 && dev < FC_MAX_GPUS ? dev : -1; }
 
@@ -99,20 +103,30 @@ EXPORT void ncclsim_nudge_proxies(void)
     }
 }
 
-EXPORT void ncclsim_nudge_gpus(void)
+static void nudge_gpu(int i)
 {
     /* seq_cst here and in ncclsim_gpu_nudge_sleepers' callers: either this
      * sees the sleeper, or the sleeper reads the new count and does not sleep */
-    __atomic_fetch_add(&gpu_events, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&gpu_sleepers, __ATOMIC_SEQ_CST) == 0) return;
+    __atomic_fetch_add(&gpu_events[i], 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&gpu_sleepers[i], __ATOMIC_SEQ_CST) == 0) return;
     int e = errno;
-    fc_futex_wake(&gpu_events);
+    fc_futex_wake(&gpu_events[i]);
     errno = e;
 }
 
-EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events; }
+EXPORT void ncclsim_nudge_gpus(void)
+{
+    if (thread_device < 0) {
+        for (int i = 0; i <= ANY_DEVICE; i++) nudge_gpu(i);
+    } else {
+        nudge_gpu(thread_device);
+        nudge_gpu(ANY_DEVICE);
+    }
+}
 
-EXPORT void ncclsim_gpu_nudge_sleepers(int delta) { __atomic_fetch_add(&gpu_sleepers, delta, __ATOMIC_SEQ_CST); }
+EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events[my_slot()]; }
+
+EXPORT void ncclsim_gpu_nudge_sleepers(int delta) { __atomic_fetch_add(&gpu_sleepers[my_slot()], delta, __ATOMIC_SEQ_CST); }
 
 /* With watch_lock held: drop fd from slot i's watched sockets. */
 static void unwatch(int i, int fd)
