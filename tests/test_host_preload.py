@@ -151,52 +151,67 @@ def test_empty_receive_loop_sleeps_until_data(lib_dir: Path, clean_env: dict[str
     assert late < 0.1, late
 
 
-# Two NCCL progress threads, of devices 0 and 1, loop over sched_yield as
-# NCCL's proxy does while it waits; a thread working for device 0 nudges the
-# proxies every millisecond (an emulated GPU posting a step). Prints each
-# progress thread's passes in 0.5 s and the nudges.
+# Threads of devices 0 and 1 wait (`waiter(dev)`, defined before this part,
+# counts its rounds in `rounds[dev]` until `stop`); a thread working for
+# device 0 calls the host library's `nudge` every millisecond for 0.5 s,
+# then one for every device, so that both waiters end. Prints each waiter's
+# rounds and the nudges.
+def _nudging(nudge: str) -> str:
+    return f"""
+threads = [threading.Thread(target=waiter, args=(d,)) for d in (0, 1)]
+for t in threads:
+    t.start()
+ready.wait()
+host.ncclsim_thread_device(0)
+nudges, end = 0, time.monotonic() + 0.5
+while time.monotonic() < end:
+    host.{nudge}()
+    nudges += 1
+    time.sleep(0.001)
+stop.set()
+host.ncclsim_thread_device(-1)
+host.{nudge}()
+for t in threads:
+    t.join()
+print(rounds[0], rounds[1], nudges)
+"""
+
+
+def _run_nudging(script: str, nudge: str, lib_dir: Path, env: dict[str, str]) -> tuple[int, int, int]:
+    proc = subprocess.run([sys.executable, "-c", script + _nudging(nudge)],
+                          env={**env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)},
+                          text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    own, other, nudges = (int(w) for w in proc.stdout.split())
+    return own, other, nudges
+
+
+# NCCL progress threads loop over sched_yield as NCCL's proxy does while it
+# waits; the nudges are an emulated GPU of device 0 posting a step.
 PROXIES = r"""
 import ctypes, threading, time
 libc = ctypes.CDLL(None)
 host = ctypes.CDLL(None)
 PR_SET_NAME = 15
 stop = threading.Event()
-passes = {}
-def progress(dev):
+ready = threading.Barrier(3)
+rounds = {}
+def waiter(dev):
     libc.prctl(PR_SET_NAME, f"NCCL Progress {dev}".encode(), 0, 0, 0)
     host.ncclsim_thread_device(dev)
+    ready.wait()
     n = 0
     while not stop.is_set():
         libc.sched_yield()
         n += 1
-    passes[dev] = n
-threads = [threading.Thread(target=progress, args=(d,)) for d in (0, 1)]
-for t in threads:
-    t.start()
-time.sleep(0.05)
-host.ncclsim_thread_device(0)
-nudges, end = 0, time.monotonic() + 0.5
-while time.monotonic() < end:
-    host.ncclsim_nudge_proxies()
-    nudges += 1
-    time.sleep(0.001)
-stop.set()
-host.ncclsim_nudge_proxies()
-host.ncclsim_thread_device(1)
-host.ncclsim_nudge_proxies()
-for t in threads:
-    t.join()
-print(passes[0], passes[1], nudges)
+    rounds[dev] = n
 """
 
 
 def test_a_proxy_thread_wakes_for_its_own_device_only(lib_dir: Path, clean_env: dict[str, str]) -> None:
     """With a process per host, 8 progress threads share a process: a step of
     one GPU wakes its own rank's proxy, not the other 7."""
-    proc = subprocess.run([sys.executable, "-c", PROXIES], env={**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)},
-                          text=True, capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    own, other, nudges = (int(w) for w in proc.stdout.split())
+    own, other, nudges = _run_nudging(PROXIES, "ncclsim_nudge_proxies", lib_dir, clean_env)
     # Device 0's proxy runs a few passes per nudge before it sleeps again;
     # device 1's sleeps through them (it wakes only at its timeouts, 2 ms
     # at most once nothing happens).
@@ -204,11 +219,9 @@ def test_a_proxy_thread_wakes_for_its_own_device_only(lib_dir: Path, clean_env: 
     assert other < own / 4, (own, other, nudges)
 
 
-# Emulated GPUs of devices 0 and 1 (stream workers) sleep on their
-# announcement counts as they do while a channel waits for a word NCCL's
-# proxy writes (100 ms timeouts); device 0's proxy thread announces a
-# completed request every millisecond. Prints each sleeper's wakes in 0.5 s
-# and the announcements.
+# Emulated GPUs (stream workers) sleep on their announcement counts as they
+# do while a channel waits for a word NCCL's proxy writes (100 ms timeouts);
+# the nudges are device 0's proxy thread announcing a completed request.
 GPU_NUDGES = r"""
 import ctypes, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -219,8 +232,8 @@ class timespec(ctypes.Structure):
     _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 stop = threading.Event()
 ready = threading.Barrier(3)
-wakes = {}
-def gpu(dev):
+rounds = {}
+def waiter(dev):
     host.ncclsim_thread_device(dev)
     word = host.ncclsim_gpu_nudges()
     ready.wait()
@@ -232,23 +245,7 @@ def gpu(dev):
                      ctypes.byref(timespec(0, 100_000_000)), None, 0)
         host.ncclsim_gpu_nudge_sleepers(-1)
         n += 1
-    wakes[dev] = n
-threads = [threading.Thread(target=gpu, args=(d,)) for d in (0, 1)]
-for t in threads:
-    t.start()
-ready.wait()
-host.ncclsim_thread_device(0)
-nudges, end = 0, time.monotonic() + 0.5
-while time.monotonic() < end:
-    host.ncclsim_nudge_gpus()
-    nudges += 1
-    time.sleep(0.001)
-stop.set()
-host.ncclsim_thread_device(-1)
-host.ncclsim_nudge_gpus()
-for t in threads:
-    t.join()
-print(wakes[0], wakes[1], nudges)
+    rounds[dev] = n
 """
 
 
@@ -256,11 +253,7 @@ def test_a_network_announcement_wakes_its_own_gpu_only(lib_dir: Path, clean_env:
     """With a process per host, 8 emulated GPUs share a process: the net
     plugin's completed request in one rank's proxy thread wakes that rank's
     GPU, not the other 7 (each of which would poll for a while)."""
-    proc = subprocess.run([sys.executable, "-c", GPU_NUDGES],
-                          env={**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)},
-                          text=True, capture_output=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    own, other, nudges = (int(w) for w in proc.stdout.split())
+    own, other, nudges = _run_nudging(GPU_NUDGES, "ncclsim_nudge_gpus", lib_dir, clean_env)
     # Device 0's GPU wakes for (nearly) every announcement; device 1's only
     # at its 100 ms timeouts and at the end.
     assert nudges > 100 and own > nudges / 2, (own, other, nudges)
