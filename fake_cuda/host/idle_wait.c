@@ -88,20 +88,26 @@ static void nudge_slot(proxy_slot *s)
     }
 }
 
-static void nudge_all(void)
-{
-    for (int i = 0; i <= ANY_DEVICE; i++) nudge_slot(&slots[i]);
-}
+static void nudge_proxy(int i) { nudge_slot(&slots[i]); }
 
-EXPORT void ncclsim_nudge_proxies(void)
+/* A nudge concerns the calling thread's own device and the sleepers whose
+ * device is not known; from a thread with no device, every device. */
+static void nudge_for_caller(void (*nudge)(int slot))
 {
     if (thread_device < 0) {
-        nudge_all();
+        for (int i = 0; i <= ANY_DEVICE; i++) nudge(i);
     } else {
-        nudge_slot(&slots[thread_device]);
-        nudge_slot(&slots[ANY_DEVICE]);
+        nudge(thread_device);
+        nudge(ANY_DEVICE);
     }
 }
+
+static void nudge_all(void)
+{
+    for (int i = 0; i <= ANY_DEVICE; i++) nudge_proxy(i);
+}
+
+EXPORT void ncclsim_nudge_proxies(void) { nudge_for_caller(nudge_proxy); }
 
 static void nudge_gpu(int i)
 {
@@ -114,15 +120,7 @@ static void nudge_gpu(int i)
     errno = e;
 }
 
-EXPORT void ncclsim_nudge_gpus(void)
-{
-    if (thread_device < 0) {
-        for (int i = 0; i <= ANY_DEVICE; i++) nudge_gpu(i);
-    } else {
-        nudge_gpu(thread_device);
-        nudge_gpu(ANY_DEVICE);
-    }
-}
+EXPORT void ncclsim_nudge_gpus(void) { nudge_for_caller(nudge_gpu); }
 
 EXPORT volatile uint32_t *ncclsim_gpu_nudges(void) { return &gpu_events[my_slot()]; }
 
