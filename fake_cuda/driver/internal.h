@@ -154,7 +154,7 @@ struct CUstream_st {
     struct fc_op *head, *tail;
     uint64_t enqueued, completed; /* ops */
     uint64_t modelled_done;       /* modelled time the last completed op ended (modelled_time.c) */
-    bool worker_running, stopping;
+    bool worker_running;
     pthread_t worker;
 };
 #define FC_STREAM_MAGIC 0x7374726du

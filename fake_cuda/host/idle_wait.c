@@ -90,21 +90,21 @@ static void nudge_slot(proxy_slot *s)
 
 static void nudge_proxy(int i) { nudge_slot(&slots[i]); }
 
+static void nudge_every(void (*nudge)(int slot))
+{
+    for (int i = 0; i <= ANY_DEVICE; i++) nudge(i);
+}
+
 /* A nudge concerns the calling thread's own device and the sleepers whose
  * device is not known; from a thread with no device, every device. */
 static void nudge_for_caller(void (*nudge)(int slot))
 {
     if (thread_device < 0) {
-        for (int i = 0; i <= ANY_DEVICE; i++) nudge(i);
+        nudge_every(nudge);
     } else {
         nudge(thread_device);
         nudge(ANY_DEVICE);
     }
-}
-
-static void nudge_all(void)
-{
-    for (int i = 0; i <= ANY_DEVICE; i++) nudge_proxy(i);
 }
 
 EXPORT void ncclsim_nudge_proxies(void) { nudge_for_caller(nudge_proxy); }
@@ -278,6 +278,6 @@ EXPORT int pthread_cond_signal(pthread_cond_t *c)
     REAL(pthread_cond_signal);
     int r = fn_(c);
     if (host_caller(__builtin_return_address(0)) & (HOST_CALLER_NCCL | HOST_CALLER_CXX_RUNTIME))
-        nudge_all(); /* the poster's current device need not be the proxy's */
+        nudge_every(nudge_proxy); /* the poster's current device need not be the proxy's */
     return r;
 }
