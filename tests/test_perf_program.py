@@ -82,11 +82,12 @@ class PerfRun:
         return f"launch stderr:\n{self.proc.stderr[-2000:]}\nrank 0 stdout:\n{self.out[-2000:]}{tails}"
 
 
-def _perf(run_cli, tmp_path: Path, exe: Path, hosts: int, gpus: int, *args: str, timeout: int = 300) -> PerfRun:
+def _perf(run_cli, tmp_path: Path, exe: Path, hosts: int, gpus: int, *args: str, timeout: int = 300,
+          env: Optional[dict[str, str]] = None) -> PerfRun:
     run = tmp_path / "run"
     # launch's own --timeout first: it names the ranks still running and cleans up.
     proc = run_cli("launch", "--run-dir", str(run), "--hosts", str(hosts), "--gpus", str(gpus),
-                   "--timeout", str(timeout), "--", str(exe), *args, timeout=timeout + 120)
+                   "--timeout", str(timeout), "--", str(exe), *args, timeout=timeout + 120, env=env)
     stdout = run / "ranks" / "0" / "stdout"
     out = stdout.read_text() if stdout.exists() else ""
     return PerfRun(proc, run, out, _rows(out))
@@ -170,6 +171,25 @@ def test_one_host_every_operation_is_right(run_cli, tmp_path: Path, nccl_perf: P
         assert r.count == (r.size // 4 // 8 if chunked else r.size // 4), r
         assert r.root == (3 if op in ("broadcast", "reduce") else -1), r
         assert r.redop == ("sum" if op in ("allreduce", "reducescatter", "reduce") else "none"), r
+
+
+@pytest.mark.parametrize("hosts,gpus,op,algo", [
+    (1, 8, "allreduce", "NVLS"), (1, 8, "reducescatter", "NVLS"), (2, 4, "allreduce", "NVLSTree"),
+])
+def test_nvls_in_place_is_right(run_cli, tmp_path: Path, nccl_perf: Path, hosts: int, gpus: int, op: str,
+                                algo: str) -> None:
+    """In place, the buffer the kernel writes is the one its NVLS scatter
+    steps of 32 KiB and more name instead of copying (each head reads the
+    ranks' input where it is): every result must still be the reduction of
+    the inputs as they were."""
+    p = _perf(run_cli, tmp_path, nccl_perf, hosts, gpus, "-o", op, "-i", "1", "-b", "1M", "-e", "16M", "-f", "4",
+              "-c", "1", env={"NCCL_ALGO": algo})
+    sizes = _sweep(MiB, 16 * MiB, 4)
+    _check_correct(p, sizes)
+    report = json.loads((p.run / "run.json").read_text())
+    coll = {"allreduce": "AllReduce", "reducescatter": "ReduceScatter"}[op]
+    used = {t["algorithm"] for t in report["tuning"] if t["collective"] == coll}
+    assert used == {"NVLS" if algo == "NVLS" else "NVLS_TREE"}, (used, p.explain())
 
 
 def test_the_check_finds_missing_results(run_cli, tmp_path: Path, nccl_perf: Path) -> None:

@@ -92,6 +92,80 @@ static int buffer_copies(const fc_conn *c, char *at, char **out)
     return n;
 }
 
+/* ---- steps by reference ----
+ * A large NVLS scatter step can leave, instead of its data, a note naming
+ * where the data is (the user's input, which stays unchanged while the
+ * collective runs, and whose range the kernel writes only after every head
+ * has reduced it): the head's multimem.ld_reduce then reads the source
+ * itself, so each byte moves once instead of being copied into the slot and
+ * read from there. The note starts the slot: a magic and a check over its
+ * fields, so that no data a step left in a slot reads as one. */
+
+#define STEP_REF_MAGIC 0x6e63636c73696d52ull /* "ncclsimR" */
+
+typedef struct {
+    uint64_t magic, check;
+    fc_mem_ref ref;
+    uint64_t bytes;
+} step_ref;
+
+static uint64_t step_ref_check(const step_ref *r)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ r->bytes;
+    const uint64_t words[] = {(uint64_t)(uint32_t)r->ref.pid << 32 | (uint32_t)r->ref.fd, r->ref.ino,
+                              r->ref.offset, r->ref.addr};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        h ^= words[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h;
+}
+
+/* Leave a note naming `bytes` of src in the slot instead of copying them;
+ * false when the step is small (copying costs less than reading the note)
+ * or no file backs the source. */
+static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src, size_t bytes)
+{
+    step_ref r = {.magic = STEP_REF_MAGIC, .bytes = bytes};
+    if (!p->scatterByReference || p->e->no_payload || bytes < FC_STREAM_MIN_BYTES ||
+        !fc_mem_ref_make((uintptr_t)src, bytes, &r.ref))
+        return false;
+    r.check = step_ref_check(&r);
+    memcpy(slot, &r, sizeof r);
+    return true;
+}
+
+/* The team's copies of a multicast slot as `bytes` of sources each: the
+ * copy, or the bytes its note names (held[i] until release_sources).
+ * False, with the emulation failed, when a named source cannot be read. */
+static bool team_sources(fc_prims *p, const fc_conn *c, char *slot, size_t bytes, const void **srcs, void **held,
+                         int *n)
+{
+    *n = buffer_copies(c, slot, (char **)srcs);
+    for (int i = 0; i < *n; i++) {
+        step_ref r;
+        memcpy(&r, srcs[i], sizeof r);
+        held[i] = NULL;
+        if (r.magic != STEP_REF_MAGIC || r.check != step_ref_check(&r)) continue;
+        const void *at = r.bytes >= bytes ? fc_mem_ref_open(&r.ref, bytes, &held[i]) : NULL;
+        if (!at) {
+            for (int k = 0; k < i; k++) fc_mem_ref_release(held[k]);
+            fc_emu_fail(p->e, "%s: cannot read %zu bytes where GPU %d of the multicast team's scatter step "
+                        "names them (%llu bytes of process %d's memory)", p->who, bytes, i,
+                        (unsigned long long)r.bytes, (int)r.ref.pid);
+            return false;
+        }
+        srcs[i] = at;
+    }
+    return true;
+}
+
+static void release_sources(void *const *held, int n)
+{
+    for (int i = 0; i < n; i++) fc_mem_ref_release(held[i]);
+}
+
 /* ---- connections ---- */
 
 static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t step)
@@ -220,6 +294,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->stepPerSlice = cfg->stepPerSlice;
     p->bufs[FC_BUF_INPUT] = (char *)input;
     p->bufs[FC_BUF_OUTPUT] = (char *)output;
+    p->scatterByReference = cfg->scatterByReference;
     int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
     p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
     if (!p->esz || !fc_redop_valid(&op)) {
@@ -398,14 +473,18 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                     continue;
                 }
                 /* multimem.ld_reduce: the team's copies reduce as one source */
-                char *copies[FC_MC_MAX_TEAM];
-                int ncopies = buffer_copies(&p->recv[i], slot, copies);
-                void *team = fc_task_scratch(p->t, (size_t)(n > 0 ? n : 1) * p->esz);
+                const void *copies[FC_MC_MAX_TEAM];
+                void *held[FC_MC_MAX_TEAM];
+                int ncopies;
+                size_t count = (size_t)(n > 0 ? n : 0);
+                void *team = fc_task_scratch(p->t, (count ? count : 1) * p->esz);
                 if (!team) {
                     fc_emu_fail(p->e, "%s: out of memory", p->who);
                     return;
                 }
-                fc_reduce_multimem(&p->op, team, (const void *const *)copies, ncopies, (size_t)(n > 0 ? n : 0));
+                if (!team_sources(p, &p->recv[i], slot, count * p->esz, copies, held, &ncopies)) return;
+                fc_reduce_multimem(&p->op, team, copies, ncopies, count);
+                release_sources(held, ncopies);
                 srcs[nsrcs++] = team;
             }
         if (send)
@@ -457,12 +536,16 @@ static void scatter_gather(fc_prims *p, bool send, int64_t bufIx, int64_t totalE
             if (send) {
                 srcs[0] = p->bufs[FC_BUF_INPUT] + (bufIx + pOffset + offset) * (int64_t)p->esz;
                 ndsts = buffer_copies(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (char **)dsts);
-                combine(p, srcs, 1, dsts, ndsts, (size_t)n, true, false);
+                if (ndsts > 1 || !scatter_by_reference(p, dsts[0], srcs[0], (size_t)n * p->esz))
+                    combine(p, srcs, 1, dsts, ndsts, (size_t)n, true, false);
             } else {
                 char *slot = simple_slot(p, &p->recv[i], p->rstep[i]);
-                int nsrcs = buffer_copies(&p->recv[i], slot, (char **)srcs);
+                void *held[FC_MC_MAX_TEAM];
+                int nsrcs;
+                if (!team_sources(p, &p->recv[i], slot, (size_t)n * p->esz, srcs, held, &nsrcs)) return;
                 dsts[0] = p->bufs[FC_BUF_OUTPUT] + (bufIx + pOffset + offset) * (int64_t)p->esz;
                 combine(p, srcs, nsrcs, dsts, 1, (size_t)n, false, postOp);
+                release_sources(held, nsrcs);
             }
         }
         time_step(p, !send, send, realSize * (int64_t)p->esz);
@@ -516,9 +599,12 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
         }
         srcs[i] = c->mc ? staged + (size_t)i * bytes : slot;
         if (c->mc && !p->e->no_payload) { /* multimem.ld_reduce */
-            char *copies[FC_MC_MAX_TEAM];
-            int ncopies = buffer_copies(c, slot, copies);
-            fc_reduce_multimem(&p->op, srcs[i], (const void *const *)copies, ncopies, bytes / p->esz);
+            const void *copies[FC_MC_MAX_TEAM];
+            void *held[FC_MC_MAX_TEAM];
+            int ncopies;
+            if (!team_sources(p, c, slot, bytes, copies, held, &ncopies)) return;
+            fc_reduce_multimem(&p->op, srcs[i], copies, ncopies, bytes / p->esz);
+            release_sources(held, ncopies);
         }
     }
     /* multimem.st: the step goes to the first GPU's copy, then to the others'

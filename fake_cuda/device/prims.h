@@ -69,6 +69,7 @@ typedef struct {
     fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
     uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
     char *bufs[2]; /* user input, output */
+    bool scatterByReference; /* fc_prims_cfg's */
     fc_prims_wait waiting;
     bool ok;
 } fc_prims;
@@ -78,6 +79,10 @@ typedef struct {
     int slicePerChunk, stepPerSlice; /* Simple */
     int stepBytes;                   /* Simple: bytes per step; 0: buffSizes[SIMPLE] / NCCL_STEPS */
     int connIndexRecv, connIndexSend; /* which of a peer's NCCL_MAX_CONNS connections each side uses */
+    /* Scatter steps may name their source instead of copying it: every
+     * reader of these connections reads through multicast (NVLS), which
+     * follows the names. */
+    bool scatterByReference;
 } fc_prims_cfg;
 
 /* Build: peers lists end at the first negative entry (at most n of them).

@@ -39,6 +39,21 @@ size_t fc_sim_memory_span(uintptr_t addr);
 enum { FC_WHERE_HOST = -1, FC_WHERE_NONE = -2 };
 int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
 
+/* memory_refs.c: bytes of simulated memory named so that any process of
+ * the host can read them (a step that carries a reference to its data
+ * instead of a copy). */
+typedef struct fc_mem_ref {
+    int32_t pid, fd;        /* the writer, and its descriptor of the file that backs the bytes */
+    uint64_t ino, offset;   /* that file's inode; where the bytes start in it */
+    uint64_t addr;          /* where they are in the writer's process */
+} fc_mem_ref;
+/* A reference to [addr, addr+len): false when no file backs the whole range. */
+bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out);
+/* The referenced bytes, readable in this process for `len` bytes until
+ * fc_mem_ref_release(*hold); NULL when they cannot be mapped. */
+const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold);
+void fc_mem_ref_release(void *hold);
+
 /* multicast.c: the memory behind a multicast mapping. Copy i of an address x
  * of the mapping, on the i-th device of the object's team, is x + delta[i],
  * mapped in this process (it can be dereferenced). */

@@ -1,0 +1,108 @@
+/* References to simulated memory, readable by every process of the host
+ * (device_link.h): a step of NCCL's protocol can name its bytes instead of
+ * carrying a copy. A reference names the file that backs the bytes (the
+ * writer's pid and descriptor, and the file's inode to recognise it) and
+ * the offset in it. Another process maps that file read-only through
+ * /proc/<pid>/fd, once: the mappings are kept for later steps, up to
+ * MAX_MAPS of them; one not in use goes when its descriptor names another
+ * file or to make room. A kept mapping keeps its file's memory alive after
+ * its owner frees it, until then. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
+{
+    fc_alloc a;
+    if (!len || !fc_registry_find(addr, &a) || a.kind == FC_MEM_MULTICAST || a.fd < 0 || !a.ino ||
+        addr + len > a.base + a.size)
+        return false;
+    *out = (fc_mem_ref){.pid = getpid(), .fd = a.fd, .ino = a.ino & ~FC_FILE_INODES,
+                        .offset = a.offset + (addr - a.base), .addr = addr};
+    return true;
+}
+
+enum { MAX_MAPS = 64 };
+
+typedef struct {
+    int32_t pid, fd;
+    uint64_t ino;
+    char *base;      /* NULL: a free entry */
+    size_t len;
+    int users;       /* readers between open and release */
+    uint64_t used;   /* when last opened, for choosing one to drop */
+} peer_map;
+
+static peer_map maps[MAX_MAPS];
+static uint64_t clock_;
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The entry to (re)use for (pid, fd): the one that had it (its file
+ * changed), else a free one, else the least recently used that nobody
+ * reads; NULL when all are in use. */
+static peer_map *entry_for(const fc_mem_ref *r)
+{
+    peer_map *victim = NULL;
+    for (int i = 0; i < MAX_MAPS; i++) {
+        peer_map *m = &maps[i];
+        if (m->base && m->pid == r->pid && m->fd == r->fd) return m->users ? NULL : m;
+        if (m->users) continue;
+        if (!m->base) {
+            if (!victim || victim->base) victim = m;
+        } else if (!victim || (victim->base && m->used < victim->used)) {
+            victim = m;
+        }
+    }
+    return victim;
+}
+
+static bool map_file(peer_map *m, const fc_mem_ref *r)
+{
+    if (m->base) munmap(m->base, m->len);
+    m->base = NULL;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)r->pid, (int)r->fd);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat st;
+    bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == r->ino && st.st_size > 0;
+    void *p = same ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (p == MAP_FAILED) return false;
+    *m = (peer_map){.pid = r->pid, .fd = r->fd, .ino = r->ino, .base = p, .len = (size_t)st.st_size};
+    return true;
+}
+
+const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
+{
+    *hold = NULL;
+    if (r->pid == getpid()) return (const void *)(uintptr_t)r->addr;
+    pthread_mutex_lock(&maps_lock);
+    peer_map *m = NULL;
+    for (int i = 0; i < MAX_MAPS && !m; i++)
+        if (maps[i].base && maps[i].pid == r->pid && maps[i].fd == r->fd && maps[i].ino == r->ino) m = &maps[i];
+    if (!m && (m = entry_for(r)) && !map_file(m, r)) m = NULL;
+    const void *at = NULL;
+    if (m && r->offset + len <= m->len) {
+        m->users++;
+        m->used = ++clock_;
+        *hold = m;
+        at = m->base + r->offset;
+    }
+    pthread_mutex_unlock(&maps_lock);
+    return at;
+}
+
+void fc_mem_ref_release(void *hold)
+{
+    if (!hold) return;
+    pthread_mutex_lock(&maps_lock);
+    ((peer_map *)hold)->users--;
+    pthread_mutex_unlock(&maps_lock);
+}
