@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "emulation.h"
 #include "idle.h"
@@ -113,7 +114,7 @@ static uint64_t step_ref_check(const step_ref *r)
 {
     uint64_t h = 0x9e3779b97f4a7c15ull ^ r->bytes;
     const uint64_t words[] = {(uint64_t)(uint32_t)r->ref.pid << 32 | (uint32_t)r->ref.fd, r->ref.ino,
-                              r->ref.offset, r->ref.addr};
+                              r->ref.offset, (uint64_t)(uint32_t)r->ref.local_pid, r->ref.addr};
     for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
         h ^= words[i];
         h *= 0xff51afd7ed558ccdull;
@@ -122,18 +123,41 @@ static uint64_t step_ref_check(const step_ref *r)
     return h;
 }
 
-/* Leave a note naming `bytes` of src in the slot instead of copying them;
- * false when the step is small (copying costs less than reading the note)
- * or no file backs the source. */
-static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src, size_t bytes)
+static void write_note(void *slot, const fc_mem_ref *ref, size_t bytes)
 {
-    step_ref r = {.magic = STEP_REF_MAGIC, .bytes = bytes};
-    if (!p->scatterByReference || p->e->no_payload || bytes < FC_STREAM_MIN_BYTES ||
-        !fc_mem_ref_make((uintptr_t)src, bytes, &r.ref))
-        return false;
+    step_ref r = {.magic = STEP_REF_MAGIC, .ref = *ref, .bytes = bytes};
     r.check = step_ref_check(&r);
     memcpy(slot, &r, sizeof r);
+}
+
+/* Steps this large may be notes: smaller ones cost less to copy than to
+ * name and look up. */
+static bool by_reference(const fc_prims *p, size_t bytes)
+{
+    return !p->e->no_payload && bytes >= FC_STREAM_MIN_BYTES;
+}
+
+/* Leave a note naming `bytes` of src in the slot instead of copying them;
+ * false when the step is small or no file backs the source. */
+static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src, size_t bytes)
+{
+    fc_mem_ref ref;
+    if (!p->scatterByReference || !by_reference(p, bytes) || !fc_mem_ref_make((uintptr_t)src, bytes, &ref))
+        return false;
+    write_note(slot, &ref, bytes);
     return true;
+}
+
+/* multimem.st of a large step: the data goes to the team's first copy, and
+ * every other copy gets a note naming it. The only readers of those copies
+ * are the GPUs' gathers (fc_prims_gather, which follow notes), and the
+ * first copy keeps the step until the last of them gives its credit back
+ * (the credits are the team's minimum). */
+static void notes_to_team(const fc_conn *c, char *slot, size_t bytes)
+{
+    int32_t self = getpid();
+    fc_mem_ref first = fc_mc_copy_ref(c->mc, (uintptr_t)slot, 0, self);
+    for (int i = 1; i < c->mc->n; i++) write_note(buffer_copy(c, slot, i), &first, bytes);
 }
 
 /* The team's copies of a multicast slot as `bytes` of sources each: the
@@ -487,13 +511,19 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 release_sources(held, ncopies);
                 srcs[nsrcs++] = team;
             }
+        bool noted = by_reference(p, (size_t)(n > 0 ? n : 0) * p->esz); /* multicast sends: notes_to_team */
         if (send)
             for (int i = 0; i < p->nsend; i++) {
                 if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
                 fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
-                ndsts += buffer_copies(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (char **)&dsts[ndsts]);
+                char *slot = simple_slot(p, &p->send[i], p->sstep[i]);
+                if (p->send[i].mc && noted) dsts[ndsts++] = buffer_copy(&p->send[i], slot, 0);
+                else ndsts += buffer_copies(&p->send[i], slot, (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
+        if (send && noted)
+            for (int i = 0; i < p->nsend; i++)
+                if (p->send[i].mc) notes_to_team(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (size_t)n * p->esz);
         time_step(p, recv, send, n * (int64_t)p->esz);
         if (recv)
             for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);

@@ -43,9 +43,10 @@ int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
  * the host can read them (a step that carries a reference to its data
  * instead of a copy). */
 typedef struct fc_mem_ref {
-    int32_t pid, fd;        /* the writer, and its descriptor of the file that backs the bytes */
+    int32_t pid, fd;        /* a process, and its descriptor of the file that backs the bytes */
     uint64_t ino, offset;   /* that file's inode; where the bytes start in it */
-    uint64_t addr;          /* where they are in the writer's process */
+    int32_t local_pid;      /* the writer of the reference, where they are at addr */
+    uint64_t addr;
 } fc_mem_ref;
 /* A reference to [addr, addr+len): false when no file backs the whole range. */
 bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out);
@@ -63,6 +64,11 @@ typedef struct fc_mc_view {
     intptr_t delta[FC_MC_MAX_TEAM];
     /* the key (fc_sim_memory_where) of copy i of x is x + key_delta[i], 0: none (fc_mc_copy_key) */
     int64_t key_delta[FC_MC_MAX_TEAM];
+    /* the file behind copy i: process pid[i]'s descriptor fd[i], inode
+     * ino[i]; x is at x + file_delta[i] in it (fc_mc_copy_ref) */
+    int32_t pid[FC_MC_MAX_TEAM], fd[FC_MC_MAX_TEAM];
+    uint64_t ino[FC_MC_MAX_TEAM];
+    int64_t file_delta[FC_MC_MAX_TEAM];
 } fc_mc_view;
 /* The key (fc_sim_memory_where) of copy i of multicast address x: 0 when
  * the copy has none. The copies are mapped apart from the registry, which
@@ -70,6 +76,13 @@ typedef struct fc_mc_view {
 static inline uint64_t fc_mc_copy_key(const fc_mc_view *v, uintptr_t x, int i)
 {
     return v->key_delta[i] ? (uint64_t)((int64_t)x + v->key_delta[i]) : 0;
+}
+/* A reference (memory_refs.c) to copy i of multicast address x. */
+static inline fc_mem_ref fc_mc_copy_ref(const fc_mc_view *v, uintptr_t x, int i, int32_t self)
+{
+    return (fc_mem_ref){.pid = v->pid[i], .fd = v->fd[i], .ino = v->ino[i],
+                        .offset = (uint64_t)((int64_t)x + v->file_delta[i]), .local_pid = self,
+                        .addr = (uint64_t)((intptr_t)x + v->delta[i])};
 }
 /* 1 with *view set when [addr, addr+len) lies in a multicast mapping every
  * member has bound memory to (the view stays valid while it is mapped); 0

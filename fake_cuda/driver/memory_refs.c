@@ -23,8 +23,9 @@ bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
     if (!len || !fc_registry_find(addr, &a) || a.kind == FC_MEM_MULTICAST || a.fd < 0 || !a.ino ||
         addr + len > a.base + a.size)
         return false;
-    *out = (fc_mem_ref){.pid = getpid(), .fd = a.fd, .ino = a.ino & ~FC_FILE_INODES,
-                        .offset = a.offset + (addr - a.base), .addr = addr};
+    int32_t self = getpid();
+    *out = (fc_mem_ref){.pid = self, .fd = a.fd, .ino = a.ino & ~FC_FILE_INODES,
+                        .offset = a.offset + (addr - a.base), .local_pid = self, .addr = addr};
     return true;
 }
 
@@ -82,7 +83,7 @@ static bool map_file(peer_map *m, const fc_mem_ref *r)
 const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
 {
     *hold = NULL;
-    if (r->pid == getpid()) return (const void *)(uintptr_t)r->addr;
+    if (r->local_pid == getpid()) return (const void *)(uintptr_t)r->addr;
     pthread_mutex_lock(&maps_lock);
     peer_map *m = NULL;
     for (int i = 0; i < MAX_MAPS && !m; i++)

@@ -332,10 +332,17 @@ FC_API CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
 
 /* ---- for the emulation (device_link.h) ---- */
 
+/* The file behind a member's memory: the binding process's descriptor,
+ * its inode, and where byte `off` of the object is in it. */
+typedef struct {
+    int32_t pid, fd;
+    uint64_t ino, offset;
+} mc_file;
+
 /* Member i's binding that covers [off, off+len) of the object, mapped in
- * this process ((re)made when the binding changed): its memory at off, or
- * NULL while nothing is bound there. Called with mc->lock held. */
-static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len, uint64_t *key)
+ * this process ((re)made when the binding changed): its memory at off (and
+ * *file), or NULL while nothing is bound there. Called with mc->lock held. */
+static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len, uint64_t *key, mc_file *file)
 {
     for (int k = 0; k < MC_MAX_BINDINGS; k++) {
         sh_lock(mc->sh);
@@ -361,6 +368,7 @@ static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len
             lb->mem_offset = now.mem_offset;
         }
         *key = fc_memory_key(lb->ino, lb->mem_offset + (off - now.mc_offset));
+        *file = (mc_file){now.pid, now.fd, lb->ino, lb->mem_offset + (off - now.mc_offset)};
         return (char *)lb->base + (off - now.mc_offset);
     }
     return NULL;
@@ -403,13 +411,18 @@ int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **out)
     pthread_mutex_lock(&mc->lock);
     for (int i = 0; i < view.n; i++) {
         uint64_t key = 0;
-        char *mem = member_memory(mc, i, off, len, &key);
+        mc_file f;
+        char *mem = member_memory(mc, i, off, len, &key, &f);
         if (!mem) {
             pthread_mutex_unlock(&mc->lock);
             return -1;
         }
         view.delta[i] = (intptr_t)((uintptr_t)mem - addr);
         view.key_delta[i] = key ? (int64_t)(key - addr) : 0;
+        view.pid[i] = f.pid;
+        view.fd[i] = f.fd;
+        view.ino[i] = f.ino;
+        view.file_delta[i] = (int64_t)f.offset - (int64_t)addr;
     }
     pthread_mutex_unlock(&mc->lock);
     /* One view per multicast address: a head's buffer and its credits are
