@@ -94,13 +94,15 @@ static int buffer_copies(const fc_conn *c, char *at, char **out)
 }
 
 /* ---- steps by reference ----
- * A large NVLS scatter step can leave, instead of its data, a note naming
- * where the data is (the user's input, which stays unchanged while the
- * collective runs, and whose range the kernel writes only after every head
- * has reduced it): the head's multimem.ld_reduce then reads the source
- * itself, so each byte moves once instead of being copied into the slot and
- * read from there. The note starts the slot: a magic and a check over its
- * fields, so that no data a step left in a slot reads as one. */
+ * A large NVLS step can leave, instead of its data, a note naming where the
+ * data is: a scatter step its source (the user's input, which stays
+ * unchanged while the collective runs, and whose range the kernel writes
+ * only after every head has reduced it), a multicast store the team's first
+ * copy (notes_to_team). The readers of those slots (the heads' multimem
+ * reduce, the gathers) follow notes (team_sources), so each byte moves once
+ * instead of being copied into a slot and read from there. The note starts
+ * the slot: a magic and a check over its fields, so that no data a step
+ * left in a slot reads as one. */
 
 #define STEP_REF_MAGIC 0x6e63636c73696d52ull /* "ncclsimR" */
 
@@ -175,8 +177,8 @@ static bool team_sources(fc_prims *p, const fc_conn *c, char *slot, size_t bytes
         const void *at = r.bytes >= bytes ? fc_mem_ref_open(&r.ref, bytes, &held[i]) : NULL;
         if (!at) {
             for (int k = 0; k < i; k++) fc_mem_ref_release(held[k]);
-            fc_emu_fail(p->e, "%s: cannot read %zu bytes where GPU %d of the multicast team's scatter step "
-                        "names them (%llu bytes of process %d's memory)", p->who, bytes, i,
+            fc_emu_fail(p->e, "%s: cannot read the %zu bytes that the note in copy %d of rank %d's buffer "
+                        "names (%llu bytes of process %d's memory)", p->who, bytes, i, c->peer,
                         (unsigned long long)r.bytes, (int)r.ref.pid);
             return false;
         }
