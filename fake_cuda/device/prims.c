@@ -134,9 +134,11 @@ static void write_note(void *slot, const fc_mem_ref *ref, size_t bytes)
 
 /* Steps this large may be notes: smaller ones cost less to copy than to
  * name and look up. */
+#define NOTE_MIN_BYTES ((size_t)4 << 10)
+
 static bool by_reference(const fc_prims *p, size_t bytes)
 {
-    return !p->e->no_payload && bytes >= FC_STREAM_MIN_BYTES;
+    return !p->e->no_payload && bytes >= NOTE_MIN_BYTES;
 }
 
 /* Leave a note naming `bytes` of src in the slot instead of copying them;
