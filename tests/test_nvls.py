@@ -22,8 +22,9 @@ ODD_SIZES = [8, 4096, 1000 * 1000, (3 << 20) + 4 * 1234, 16 << 20]
 
 
 def _probe(probe_run, run: Path, hosts: int, gpus: int, ops: tuple[str, ...], sizes: list[int],
-           env: Optional[dict[str, str]] = None, preset: str = "dgx-h100", nccl: str = "installed") -> dict:
-    return probe_run(run, hosts, gpus, ops, sizes, env=env, nccl=nccl, args=("--preset", preset))
+           env: Optional[dict[str, str]] = None, preset: str = "dgx-h100", nccl: str = "installed",
+           args: tuple[str, ...] = ()) -> dict:
+    return probe_run(run, hosts, gpus, ops, sizes, env=env, nccl=nccl, args=("--preset", preset, *args))
 
 
 def _algorithms(report: dict, collective: str) -> dict[int, str]:
@@ -66,6 +67,22 @@ def test_nccl_picks_nvls_tree_across_hosts(probe_run, leftovers, tmp_path: Path)
     forced = _probe(probe_run, tmp_path / "forced", 2, 4, ("allreduce",), ODD_SIZES,
                     env={"NCCL_ALGO": "NVLSTree"})
     assert {t["algorithm"] for t in forced["tuning"]} == {"NVLS_TREE"}, forced["tuning"]
+
+
+@pytest.mark.parametrize("hosts,gpus,algo,name,ops", [
+    (1, 8, "NVLS", "NVLS", ("allreduce", "reducescatter")),
+    (2, 4, "NVLSTree", "NVLS_TREE", ("allreduce",)),  # NVLSTree is AllReduce's only
+])
+def test_nvls_with_a_process_per_host(probe_run, tmp_path: Path, hosts: int, gpus: int, algo: str,
+                                      name: str, ops: tuple[str, ...]) -> None:
+    """The GPUs of a host in one process: steps that name their data (the
+    scatter's input, the multicast store's first copy) are read at their
+    address in the same process; every result is checked."""
+    report = _probe(probe_run, tmp_path / "run", hosts, gpus, ops,
+                    [1 << 20, (3 << 20) + 4 * 1234, 16 << 20], env={"NCCL_ALGO": algo},
+                    args=("--gpus-per-process", str(gpus)))
+    assert report["nranks"] == hosts * gpus
+    assert {t["algorithm"] for t in report["tuning"] if t["collective"] == "AllReduce"} == {name}, report["tuning"]
 
 
 def test_nvls_tree_with_fewer_heads_than_gpus(probe_run, tmp_path: Path) -> None:
