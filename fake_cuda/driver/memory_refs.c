@@ -45,15 +45,15 @@ static uint64_t clock_;
 static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The entry to (re)use for (pid, fd): the one that had it (its file
- * changed), else a free one, else the least recently used that nobody
- * reads; NULL when all are in use. */
+ * changed) unless it is being read, else a free one, else the least
+ * recently used that nobody reads; NULL when all are being read. */
 static peer_map *entry_for(const fc_mem_ref *r)
 {
     peer_map *victim = NULL;
     for (int i = 0; i < MAX_MAPS; i++) {
         peer_map *m = &maps[i];
-        if (m->base && m->pid == r->pid && m->fd == r->fd) return m->users ? NULL : m;
         if (m->users) continue;
+        if (m->base && m->pid == r->pid && m->fd == r->fd) return m;
         if (!m->base) {
             if (!victim || victim->base) victim = m;
         } else if (!victim || (victim->base && m->used < victim->used)) {
