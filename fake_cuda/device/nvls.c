@@ -44,15 +44,13 @@ static allreduce_loop allreduce_loop_of(const fc_coll *c, int64_t lastAlign)
     return L;
 }
 
-/* A role's primitives. The scatter's steps go to the GPU's unicast buffers,
- * which only its heads' reduce reads, through multicast: they can name their
- * source instead of copying it (prims.h). */
-static bool role_prims(fc_coll *c, fc_prims *p, int role, const int *recv, int nrecv, const int *send,
+/* A role's primitives. Every reader of NVLS buffers is one of the roles
+ * (through multicast, or a gather), so large steps may be notes (prims.h). */
+static bool role_prims(fc_coll *c, fc_prims *p, const int *recv, int nrecv, const int *send,
                        int nsend, int connIndexRecv, int connIndexSend)
 {
     fc_prims_cfg cfg = {.proto = FC_NCCL_PROTO_SIMPLE, .slicePerChunk = 1, .stepPerSlice = 1,
-                        .connIndexRecv = connIndexRecv, .connIndexSend = connIndexSend,
-                        .scatterByReference = role == SCATTER};
+                        .connIndexRecv = connIndexRecv, .connIndexSend = connIndexSend, .notes = true};
     return fc_prims_init(p, c->e, c->t, c->ch, c->who, &cfg, recv, nrecv, send, nsend, c->w->coll.sendbuff,
                          c->w->coll.recvbuff, c->op);
 }
@@ -72,10 +70,10 @@ static void allreduce_role(fc_coll *c, int role, bool tree)
     int ndown = tree ? 3 : 1;
     bool hasUp = tree && ch->nvls.treeUp >= 0;
     switch (role) {
-    case SCATTER: ok = role_prims(c, &p, role, &no_peer, 0, ch->nvls.up, L.nHeads, 1, 1); break;
-    case GATHER: ok = role_prims(c, &p, role, ch->nvls.up, L.nHeads, &no_peer, 0, 1, 1); break;
-    case REDUCE: ok = role_prims(c, &p, role, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0, 0); break;
-    default: ok = role_prims(c, &p, role, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, L.nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, L.nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, down, ndown, hasUp ? &ch->nvls.treeUp : down, hasUp ? 1 : ndown, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < L.channelCount; elemOffset += loop) {
@@ -109,10 +107,10 @@ static void allreduce_collnet_role(fc_coll *c, int role)
     fc_prims p;
     bool ok;
     switch (role) {
-    case SCATTER: ok = role_prims(c, &p, role, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
-    case GATHER: ok = role_prims(c, &p, role, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
-    case REDUCE: ok = role_prims(c, &p, role, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break;
-    default: ok = role_prims(c, &p, role, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case REDUCE: ok = role_prims(c, &p, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break;
+    default: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
     for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
@@ -140,10 +138,10 @@ static void one_host_role(fc_coll *c, int role)
     fc_prims p;
     bool ok;
     switch (role) {
-    case GATHER: ok = role_prims(c, &p, role, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
-    case SCATTER: ok = role_prims(c, &p, role, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
-    case BCAST: ok = role_prims(c, &p, role, &no_peer, 0, &ch->nvls.down, 1, 0, 0); break;
-    default: ok = role_prims(c, &p, role, &ch->nvls.down, 1, &no_peer, 0, 0, 0); break; /* REDUCE */
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case BCAST: ok = role_prims(c, &p, &no_peer, 0, &ch->nvls.down, 1, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.down, 1, &no_peer, 0, 0, 0); break; /* REDUCE */
     }
     if (!ok) return;
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
@@ -179,12 +177,12 @@ static void rails_role(fc_coll *c, int role)
     fc_rails r;
     bool ok;
     switch (role) {
-    case GATHER: ok = role_prims(c, &p, role, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
-    case SCATTER: ok = role_prims(c, &p, role, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
-    case NET_SEND: ok = role_prims(c, &p, role, &no_peer, 0, &ch->nvls.out, 1, 1, 1); break;
-    case NET_RECV: ok = role_prims(c, &p, role, &ch->nvls.out, 1, &no_peer, 0, 0, 0); break;
-    case BCAST: ok = role_prims(c, &p, role, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break;
-    default: ok = role_prims(c, &p, role, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break; /* REDUCE */
+    case GATHER: ok = role_prims(c, &p, ch->nvls.up, nHeads, &no_peer, 0, 1, 1); break;
+    case SCATTER: ok = role_prims(c, &p, &no_peer, 0, ch->nvls.up, nHeads, 1, 1); break;
+    case NET_SEND: ok = role_prims(c, &p, &no_peer, 0, &ch->nvls.out, 1, 1, 1); break;
+    case NET_RECV: ok = role_prims(c, &p, &ch->nvls.out, 1, &no_peer, 0, 0, 0); break;
+    case BCAST: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break;
+    default: ok = role_prims(c, &p, &ch->nvls.down, 1, &ch->nvls.out, 1, 0, 1); break; /* REDUCE */
     }
     if (!ok || !fc_rails_init(&r, c, nHeads)) return; /* the emulation failed: said why */
     while (fc_rails_next(&r)) {

@@ -138,7 +138,7 @@ static void write_note(void *slot, const fc_mem_ref *ref, size_t bytes)
 
 static bool by_reference(const fc_prims *p, size_t bytes)
 {
-    return !p->e->no_payload && bytes >= NOTE_MIN_BYTES;
+    return p->notes && !p->e->no_payload && bytes >= NOTE_MIN_BYTES;
 }
 
 /* Leave a note naming `bytes` of src in the slot instead of copying them;
@@ -146,7 +146,7 @@ static bool by_reference(const fc_prims *p, size_t bytes)
 static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src, size_t bytes)
 {
     fc_mem_ref ref;
-    if (!p->scatterByReference || !by_reference(p, bytes) || !fc_mem_ref_make((uintptr_t)src, bytes, &ref))
+    if (!by_reference(p, bytes) || !fc_mem_ref_make((uintptr_t)src, bytes, &ref))
         return false;
     write_note(slot, &ref, bytes);
     return true;
@@ -171,10 +171,10 @@ static bool team_sources(fc_prims *p, const fc_conn *c, char *slot, size_t bytes
                          int *n)
 {
     *n = buffer_copies(c, slot, (char **)srcs);
-    for (int i = 0; i < *n; i++) {
+    for (int i = 0; i < *n; i++) held[i] = NULL;
+    for (int i = 0; i < *n && p->notes; i++) {
         step_ref r;
         memcpy(&r, srcs[i], sizeof r);
-        held[i] = NULL;
         if (r.magic != STEP_REF_MAGIC || r.check != step_ref_check(&r)) continue;
         const void *at = r.bytes >= bytes ? fc_mem_ref_open(&r.ref, bytes, &held[i]) : NULL;
         if (!at) {
@@ -322,7 +322,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->stepPerSlice = cfg->stepPerSlice;
     p->bufs[FC_BUF_INPUT] = (char *)input;
     p->bufs[FC_BUF_OUTPUT] = (char *)output;
-    p->scatterByReference = cfg->scatterByReference;
+    p->notes = cfg->notes;
     int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
     p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
     if (!p->esz || !fc_redop_valid(&op)) {

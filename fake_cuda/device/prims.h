@@ -69,7 +69,7 @@ typedef struct {
     fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
     uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
     char *bufs[2]; /* user input, output */
-    bool scatterByReference; /* fc_prims_cfg's */
+    bool notes; /* fc_prims_cfg's */
     fc_prims_wait waiting;
     bool ok;
 } fc_prims;
@@ -79,10 +79,11 @@ typedef struct {
     int slicePerChunk, stepPerSlice; /* Simple */
     int stepBytes;                   /* Simple: bytes per step; 0: buffSizes[SIMPLE] / NCCL_STEPS */
     int connIndexRecv, connIndexSend; /* which of a peer's NCCL_MAX_CONNS connections each side uses */
-    /* Scatter steps may name their source instead of copying it: every
-     * reader of these connections reads through multicast (NVLS), which
-     * follows the names. */
-    bool scatterByReference;
+    /* NVLS: a large step of a scatter or a multicast store may be a note
+     * naming where its data is instead of a copy, and the gathers and
+     * multicast reads follow notes (prims.c, "steps by reference"). Only
+     * for connections whose every reader is built with it. */
+    bool notes;
 } fc_prims_cfg;
 
 /* Build: peers lists end at the first negative entry (at most n of them).

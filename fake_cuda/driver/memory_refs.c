@@ -7,7 +7,6 @@
  * MAX_MAPS of them; one not in use goes when its descriptor names another
  * file or to make room. A kept mapping keeps its file's memory alive after
  * its owner frees it, until then. */
-#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
