@@ -152,16 +152,26 @@ static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src,
     return true;
 }
 
-/* multimem.st of a large step: the data goes to the team's first copy, and
- * every other copy gets a note naming it. The only readers of those copies
- * are the GPUs' gathers (fc_prims_gather, which follow notes), and the
- * first copy keeps the step until the last of them gives its credit back
- * (the credits are the team's minimum). */
-static void notes_to_team(const fc_conn *c, char *slot, size_t bytes)
+/* multimem.st of a large step: the data goes to the copy of the storing
+ * GPU's own memory (own_copy), and every other copy gets a note naming it.
+ * The only readers of those copies are the GPUs' gathers (fc_prims_gather,
+ * which follow notes); that copy keeps the step until the last of them
+ * gives its credit back (the credits are the team's minimum), and the
+ * storing kernel ends only after that (fc_prims_fini), so the memory and
+ * the process that hold it outlive every read. -1: no copy is this
+ * process's (then every copy is written). */
+static int own_copy(const fc_conn *c, int32_t self)
 {
-    int32_t self = getpid();
-    fc_mem_ref first = fc_mc_copy_ref(c->mc, (uintptr_t)slot, 0, self);
-    for (int i = 1; i < c->mc->n; i++) write_note(buffer_copy(c, slot, i), &first, bytes);
+    for (int i = 0; i < c->mc->n; i++)
+        if (c->mc->pid[i] == self) return i;
+    return -1;
+}
+
+static void notes_to_team(const fc_conn *c, char *slot, size_t bytes, int own, int32_t self)
+{
+    fc_mem_ref data = fc_mc_copy_ref(c->mc, (uintptr_t)slot, own, self);
+    for (int i = 0; i < c->mc->n; i++)
+        if (i != own) write_note(buffer_copy(c, slot, i), &data, bytes);
 }
 
 /* The team's copies of a multicast slot as `bytes` of sources each: the
@@ -353,6 +363,10 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
 void fc_prims_fini(fc_prims *p)
 {
     if (!p->ok) return;
+    /* Multicast stores whose notes name this GPU's copy: every gather read them first. */
+    uint64_t steps = (uint64_t)p->e->L->NCCL_STEPS;
+    for (int i = 0; i < p->nsend && p->notedStores; i++)
+        if (p->send[i].mc && !fc_prims_conn_wait(p, &p->send[i], true, p->sstep[i] + steps)) break;
     for (int i = 0; i < p->nrecv; i++) *p->recv[i].step = p->rstep[i];
     for (int i = 0; i < p->nsend; i++) *p->send[i].step = p->sstep[i];
 }
@@ -515,19 +529,25 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 release_sources(held, ncopies);
                 srcs[nsrcs++] = team;
             }
-        bool noted = by_reference(p, (size_t)(n > 0 ? n : 0) * p->esz); /* multicast sends: notes_to_team */
+        /* multicast sends of a large step: the own copy, notes to the others (notes_to_team) */
+        bool noted = send && by_reference(p, (size_t)(n > 0 ? n : 0) * p->esz);
+        int32_t self = noted ? getpid() : 0;
+        int own[FC_PRIMS_MAX_PEERS];
         if (send)
             for (int i = 0; i < p->nsend; i++) {
                 if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
                 fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
                 char *slot = simple_slot(p, &p->send[i], p->sstep[i]);
-                if (p->send[i].mc && noted) dsts[ndsts++] = buffer_copy(&p->send[i], slot, 0);
+                own[i] = noted && p->send[i].mc ? own_copy(&p->send[i], self) : -1;
+                if (own[i] >= 0) dsts[ndsts++] = buffer_copy(&p->send[i], slot, own[i]);
                 else ndsts += buffer_copies(&p->send[i], slot, (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
-        if (send && noted)
-            for (int i = 0; i < p->nsend; i++)
-                if (p->send[i].mc) notes_to_team(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (size_t)n * p->esz);
+        for (int i = 0; noted && i < p->nsend; i++)
+            if (own[i] >= 0) {
+                notes_to_team(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (size_t)n * p->esz, own[i], self);
+                p->notedStores = true;
+            }
         time_step(p, recv, send, n * (int64_t)p->esz);
         if (recv)
             for (int i = 0; i < p->nrecv; i++) fc_prims_conn_post(&p->recv[i], p->recv[i].head, p->rstep[i] += (uint64_t)sps);

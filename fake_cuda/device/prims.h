@@ -70,6 +70,7 @@ typedef struct {
     uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
     char *bufs[2]; /* user input, output */
     bool notes; /* fc_prims_cfg's */
+    bool notedStores; /* a multicast store left notes naming this GPU's copy */
     fc_prims_wait waiting;
     bool ok;
 } fc_prims;
