@@ -97,8 +97,8 @@ static int buffer_copies(const fc_conn *c, char *at, char **out)
  * A large NVLS step can leave, instead of its data, a note naming where the
  * data is: a scatter step its source (the user's input, which stays
  * unchanged while the collective runs, and whose range the kernel writes
- * only after every head has reduced it), a multicast store the team's first
- * copy (notes_to_team). The readers of those slots (the heads' multimem
+ * only after every head has reduced it), a multicast store the one copy it
+ * wrote (notes_to_team). The readers of those slots (the heads' multimem
  * reduce, the gathers) follow notes (team_sources), so each byte moves once
  * instead of being copied into a slot and read from there. The note starts
  * the slot: a magic and a check over its fields, so that no data a step
@@ -152,8 +152,9 @@ static bool scatter_by_reference(const fc_prims *p, void *slot, const void *src,
     return true;
 }
 
-/* multimem.st of a large step: the data goes to the copy of the storing
- * GPU's own memory (own_copy), and every other copy gets a note naming it.
+/* multimem.st of a large step: the data goes to a copy in memory this
+ * process bound (own_copy: with a process per GPU, the storing GPU's own),
+ * and every other copy gets a note naming it.
  * The only readers of those copies are the GPUs' gathers (fc_prims_gather,
  * which follow notes); that copy keeps the step until the last of them
  * gives its credit back (the credits are the team's minimum), and the

@@ -1,8 +1,9 @@
 /* References to simulated memory, readable by every process of the host
  * (device_link.h): a step of NCCL's protocol can name its bytes instead of
- * carrying a copy. A reference names the file that backs the bytes (the
- * writer's pid and descriptor, and the file's inode to recognise it) and
- * the offset in it. Another process maps that file read-only through
+ * carrying a copy. A reference names the file that backs the bytes (a
+ * process that holds it open, its descriptor, and the file's inode to
+ * recognise it) and the offset in it; and where the bytes are in the
+ * process that wrote the reference, which reads them there. Another process maps that file read-only through
  * /proc/<pid>/fd, once: the mappings are kept for later steps, up to
  * MAX_MAPS of them; one not in use goes when its descriptor names another
  * file or to make room. A kept mapping keeps its file's memory alive after
