@@ -76,7 +76,7 @@ def test_nccl_picks_nvls_tree_across_hosts(probe_run, leftovers, tmp_path: Path)
 def test_nvls_with_a_process_per_host(probe_run, tmp_path: Path, hosts: int, gpus: int, algo: str,
                                       name: str, ops: tuple[str, ...]) -> None:
     """The GPUs of a host in one process: steps that name their data (the
-    scatter's input, the multicast store's first copy) are read at their
+    scatter's input, the one copy a multicast store wrote) are read at their
     address in the same process; every result is checked."""
     report = _probe(probe_run, tmp_path / "run", hosts, gpus, ops,
                     [1 << 20, (3 << 20) + 4 * 1234, 16 << 20], env={"NCCL_ALGO": algo},
