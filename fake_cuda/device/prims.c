@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "emulation.h"
 #include "idle.h"
@@ -532,7 +531,7 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
             }
         /* multicast sends of a large step: the own copy, notes to the others (notes_to_team) */
         bool noted = send && by_reference(p, (size_t)(n > 0 ? n : 0) * p->esz);
-        int32_t self = noted ? getpid() : 0;
+        int32_t self = noted ? fc_mem_ref_self() : 0;
         int own[FC_PRIMS_MAX_PEERS];
         if (send)
             for (int i = 0; i < p->nsend; i++) {

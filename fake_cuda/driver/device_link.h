@@ -54,6 +54,8 @@ bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out);
  * fc_mem_ref_release(*hold); NULL when they cannot be mapped. */
 const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold);
 void fc_mem_ref_release(void *hold);
+/* This process's pid, as references name it (getpid() without a system call). */
+int32_t fc_mem_ref_self(void);
 
 /* multicast.c: the memory behind a multicast mapping. Copy i of an address x
  * of the mapping, on the i-th device of the object's team, is x + delta[i],

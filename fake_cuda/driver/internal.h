@@ -127,6 +127,10 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the
  * whole range is in one allocation backed by one (false otherwise). */
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
+/* memory_refs.c: descriptor `fd` of process `pid` (a memfd it shares),
+ * opened in this process through /proc/<pid>/fd with open()'s `flags`;
+ * -1 with errno set when it cannot be. */
+int fc_peer_fd_open(int32_t pid, int32_t fd, int flags);
 /* The boards' key of byte `off` of the memfd with inode `ino` (0: none fits). */
 uint64_t fc_memory_key(uint64_t ino, uint64_t off);
 /* Inodes of files other than memfds (registered host memory) are named

@@ -4,7 +4,6 @@
  * same process returns the original pointer. */
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -49,10 +48,8 @@ FC_API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle,
         *pdptr = h.base;
         API_RETURN(CUDA_SUCCESS, "\"pid\":%d,\"same_process\":1", h.pid);
     }
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
-    int fd = open(path, O_RDWR | O_CLOEXEC);
-    if (fd < 0) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"path\":\"%s\",\"errno\":%d", path, errno);
+    int fd = fc_peer_fd_open(h.pid, h.fd, O_RDWR);
+    if (fd < 0) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"pid\":%d,\"fd\":%d,\"errno\":%d", h.pid, h.fd, errno);
     void *p = mmap(NULL, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         close(fd);

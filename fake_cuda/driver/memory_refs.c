@@ -1,13 +1,15 @@
-/* References to simulated memory, readable by every process of the host
- * (device_link.h): a step of NCCL's protocol can name its bytes instead of
- * carrying a copy. A reference names the file that backs the bytes (a
- * process that holds it open, its descriptor, and the file's inode to
- * recognise it) and the offset in it; and where the bytes are in the
- * process that wrote the reference, which reads them there. Another process maps that file read-only through
- * /proc/<pid>/fd, once: the mappings are kept for later steps, up to
- * MAX_MAPS of them; one not in use goes when its descriptor names another
- * file or to make room. A kept mapping keeps its file's memory alive after
- * its owner frees it, until then. */
+/* Memory of other processes of the host: their descriptors reached through
+ * /proc/<pid>/fd (IPC handles, multicast members, references), and
+ * references to simulated memory (device_link.h), with which a step of
+ * NCCL's protocol names its bytes instead of carrying a copy. A reference
+ * names the file that backs the bytes (a process that holds it open, its
+ * descriptor, and the file's inode to recognise it) and the offset in it;
+ * and where the bytes are in the process that wrote the reference, which
+ * reads them there. Another process maps that file read-only once: the
+ * mappings are kept for later steps, up to MAX_MAPS of them; one not in use
+ * goes when its descriptor names another file or to make room. A kept
+ * mapping keeps its file's memory alive after its owner frees it, until
+ * then. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,13 +19,37 @@
 
 #include "internal.h"
 
+int fc_peer_fd_open(int32_t pid, int32_t fd, int flags)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)pid, (int)fd);
+    return open(path, flags | O_CLOEXEC);
+}
+
+/* getpid() is a system call, and references are made and followed on every
+ * large step: the pid is read once, and again in a forked child. */
+static int32_t self_pid;
+static pthread_once_t self_once = PTHREAD_ONCE_INIT;
+static void read_self(void) { self_pid = getpid(); }
+static void self_init(void)
+{
+    read_self();
+    pthread_atfork(NULL, NULL, read_self);
+}
+
+int32_t fc_mem_ref_self(void)
+{
+    pthread_once(&self_once, self_init);
+    return self_pid;
+}
+
 bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
 {
     fc_alloc a;
     if (!len || !fc_registry_find(addr, &a) || a.kind == FC_MEM_MULTICAST || a.fd < 0 || !a.ino ||
         addr + len > a.base + a.size)
         return false;
-    int32_t self = getpid();
+    int32_t self = fc_mem_ref_self();
     *out = (fc_mem_ref){.pid = self, .fd = a.fd, .ino = a.ino & ~FC_FILE_INODES,
                         .offset = a.offset + (addr - a.base), .local_pid = self, .addr = addr};
     return true;
@@ -67,9 +93,7 @@ static bool map_file(peer_map *m, const fc_mem_ref *r)
 {
     if (m->base) munmap(m->base, m->len);
     m->base = NULL;
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)r->pid, (int)r->fd);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = fc_peer_fd_open(r->pid, r->fd, O_RDONLY);
     if (fd < 0) return false;
     struct stat st;
     bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == r->ino && st.st_size > 0;
@@ -83,7 +107,7 @@ static bool map_file(peer_map *m, const fc_mem_ref *r)
 const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
 {
     *hold = NULL;
-    if (r->local_pid == getpid()) return (const void *)(uintptr_t)r->addr;
+    if (r->local_pid == fc_mem_ref_self()) return (const void *)(uintptr_t)r->addr;
     pthread_mutex_lock(&maps_lock);
     peer_map *m = NULL;
     for (int i = 0; i < MAX_MAPS && !m; i++)

@@ -353,9 +353,7 @@ static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len
         if (!lb->base || lb->generation != now.generation) {
             if (lb->base) munmap(lb->base, lb->len);
             lb->base = NULL;
-            char path[64];
-            snprintf(path, sizeof path, "/proc/%d/fd/%d", now.pid, now.fd);
-            int fd = open(path, O_RDWR | O_CLOEXEC);
+            int fd = fc_peer_fd_open(now.pid, now.fd, O_RDWR);
             if (fd < 0) return NULL;
             void *p = mmap(NULL, now.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)now.mem_offset);
             struct stat st;
