@@ -204,6 +204,19 @@ static void release_sources(void *const *held, int n)
     for (int i = 0; i < n; i++) fc_mem_ref_release(held[i]);
 }
 
+/* multimem.ld_reduce of `count` elements of a multicast slot into dst: the
+ * team's copies (or what their notes name) reduce as one source. */
+static bool multimem_load_reduce(fc_prims *p, const fc_conn *c, char *slot, void *dst, size_t count)
+{
+    const void *copies[FC_MC_MAX_TEAM];
+    void *held[FC_MC_MAX_TEAM];
+    int ncopies;
+    if (!team_sources(p, c, slot, count * p->esz, copies, held, &ncopies)) return false;
+    fc_reduce_multimem(&p->op, dst, copies, ncopies, count);
+    release_sources(held, ncopies);
+    return true;
+}
+
 /* ---- connections ---- */
 
 static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t step)
@@ -514,19 +527,13 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                     srcs[nsrcs++] = slot;
                     continue;
                 }
-                /* multimem.ld_reduce: the team's copies reduce as one source */
-                const void *copies[FC_MC_MAX_TEAM];
-                void *held[FC_MC_MAX_TEAM];
-                int ncopies;
                 size_t count = (size_t)(n > 0 ? n : 0);
                 void *team = fc_task_scratch(p->t, (count ? count : 1) * p->esz);
                 if (!team) {
                     fc_emu_fail(p->e, "%s: out of memory", p->who);
                     return;
                 }
-                if (!team_sources(p, &p->recv[i], slot, count * p->esz, copies, held, &ncopies)) return;
-                fc_reduce_multimem(&p->op, team, copies, ncopies, count);
-                release_sources(held, ncopies);
+                if (!multimem_load_reduce(p, &p->recv[i], slot, team, count)) return;
                 srcs[nsrcs++] = team;
             }
         /* multicast sends of a large step: the own copy, notes to the others (notes_to_team) */
@@ -652,14 +659,7 @@ void fc_prims_process(fc_prims *p, bool recv, bool send, int64_t nelem, fc_prims
             return;
         }
         srcs[i] = c->mc ? staged + (size_t)i * bytes : slot;
-        if (c->mc && !p->e->no_payload) { /* multimem.ld_reduce */
-            const void *copies[FC_MC_MAX_TEAM];
-            void *held[FC_MC_MAX_TEAM];
-            int ncopies;
-            if (!team_sources(p, c, slot, bytes, copies, held, &ncopies)) return;
-            fc_reduce_multimem(&p->op, srcs[i], copies, ncopies, bytes / p->esz);
-            release_sources(held, ncopies);
-        }
+        if (c->mc && !p->e->no_payload && !multimem_load_reduce(p, c, slot, srcs[i], bytes / p->esz)) return;
     }
     /* multimem.st: the step goes to the first GPU's copy, then to the others'
      * (readers see none of it before the tail moves, below) */

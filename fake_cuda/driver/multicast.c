@@ -341,8 +341,9 @@ typedef struct {
 
 /* Member i's binding that covers [off, off+len) of the object, mapped in
  * this process ((re)made when the binding changed): its memory at off (and
- * *file), or NULL while nothing is bound there. Called with mc->lock held. */
-static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len, uint64_t *key, mc_file *file)
+ * the file behind it), or NULL while nothing is bound there. Called with
+ * mc->lock held. */
+static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len, mc_file *file)
 {
     for (int k = 0; k < MC_MAX_BINDINGS; k++) {
         sh_lock(mc->sh);
@@ -365,7 +366,6 @@ static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len
             lb->generation = now.generation;
             lb->mem_offset = now.mem_offset;
         }
-        *key = fc_memory_key(lb->ino, lb->mem_offset + (off - now.mc_offset));
         *file = (mc_file){now.pid, now.fd, lb->ino, lb->mem_offset + (off - now.mc_offset)};
         return (char *)lb->base + (off - now.mc_offset);
     }
@@ -408,14 +408,14 @@ int fc_multicast_view(uintptr_t addr, size_t len, const fc_mc_view **out)
     size_t off = a.offset + (addr - a.base); /* in the object */
     pthread_mutex_lock(&mc->lock);
     for (int i = 0; i < view.n; i++) {
-        uint64_t key = 0;
         mc_file f;
-        char *mem = member_memory(mc, i, off, len, &key, &f);
+        char *mem = member_memory(mc, i, off, len, &f);
         if (!mem) {
             pthread_mutex_unlock(&mc->lock);
             return -1;
         }
         view.delta[i] = (intptr_t)((uintptr_t)mem - addr);
+        uint64_t key = fc_memory_key(f.ino, f.offset);
         view.key_delta[i] = key ? (int64_t)(key - addr) : 0;
         view.pid[i] = f.pid;
         view.fd[i] = f.fd;
