@@ -193,6 +193,24 @@ def test_nvls_in_place_is_right(run_cli, tmp_path: Path, nccl_perf: Path, hosts:
     assert used == {"NVLS" if algo == "NVLS" else "NVLS_TREE"}, (used, p.explain())
 
 
+@pytest.mark.parametrize("algo,expected", [(None, {"RING", "TREE"}), ("NVLSTree", {"NVLS_TREE"})])
+def test_new_communicators_are_right(run_cli, tmp_path: Path, nccl_perf: Path, algo: Optional[str],
+                                     expected: set[str]) -> None:
+    """Three communicators one after another in the same processes, each
+    with new buffers: the emulation keeps each connection it set up across
+    launches, and must set it up again once memory was freed (the new
+    connections, buffers and multicast objects are often where the last
+    round's were, in new memory). Every result of every round is checked."""
+    p = _perf(run_cli, tmp_path, nccl_perf, 2, 4, "-b", "8", "-e", "4M", "-f", "8", "-n", "2", "-c", "1", "-R", "3",
+              env={"NCCL_ALGO": algo} if algo else None)
+    sizes = _sweep(8, 4 * MiB, 8)
+    _check_correct(p, sizes * 3)
+    assert "# round 3 of 3: a new communicator and new buffers" in p.out, p.out
+    report = json.loads((p.run / "run.json").read_text())
+    used = {t["algorithm"] for t in report["tuning"] if t["collective"] == "AllReduce"}
+    assert used == expected, (used, p.explain())
+
+
 def test_the_check_finds_missing_results(run_cli, tmp_path: Path, nccl_perf: Path) -> None:
     """-x 1 leaves the operation out of the checked run: every value received
     is still the NaN the receive buffer was filled with, and must be counted."""

@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int grain(const fc_nccl_layout *L, int proto)
 {
@@ -72,9 +73,16 @@ static void role_flow_run(fc_task *t, void *arg)
     const role_flow *f = arg;
     fc_coll c = *f->c;
     c.t = t;
-    char who[sizeof c.who + 32];
-    snprintf(who, sizeof who, "%s (%s)", f->c->who, f->name);
-    snprintf(c.who, sizeof c.who, "%.*s", (int)sizeof c.who - 1, who);
+    /* "<the collective's who> (<role>)", the role left out if it does not
+     * fit; put together by hand: it is made for every role of every channel
+     * and launch, and snprintf showed in profiles of small collectives */
+    size_t n = strlen(c.who), k = strlen(f->name);
+    if (n + 4 + k < sizeof c.who) {
+        c.who[n] = ' ';
+        c.who[n + 1] = '(';
+        memcpy(c.who + n + 2, f->name, k);
+        memcpy(c.who + n + 2 + k, ")", 2);
+    }
     f->fn(&c, f->role);
 }
 

@@ -125,9 +125,13 @@ int64_t fc_nccl_coll_count(const fc_nccl_launch *l, const fc_nccl_work *w, int a
 /* resolve.c: read the communicator, channels and connections (stream order). */
 void fc_nccl_resolve(fc_nccl_launch *l);
 /* Address of the ncclConnInfo send[connIndex] / recv[connIndex] towards
- * `peer` on channel c; 0 when unreadable. */
+ * `peer` on channel c; 0 when unreadable. It is found in two parts: where
+ * the channel keeps its pointer to the peer's ncclChannelPeer (0: none),
+ * and the connection in the ncclChannelPeer at peerp (0: none). */
 uintptr_t fc_nccl_conn_addr(const fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bool send,
                             int connIndex);
+uintptr_t fc_nccl_peer_slot(const fc_nccl_channel *c, int peer);
+uintptr_t fc_nccl_conn_of_peer(const fc_nccl_launch *l, uintptr_t peerp, bool send, int connIndex);
 /* The channel's part of a P2P transfer (ncclP2pChannelToPart); part >= nParts: none. */
 int fc_nccl_p2p_part(const fc_nccl_launch *l, int nP2pChannels, int base, int channel);
 

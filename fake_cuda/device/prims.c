@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn_cache.h"
 #include "emulation.h"
 #include "idle.h"
 #include "int_math.h"
@@ -32,6 +33,18 @@ static uint64_t word_key(const volatile void *w)
     return key;
 }
 
+/* The key of a connection's head or tail, or of a word of its buffer. */
+static uint64_t counter_key(const fc_conn *c, const volatile uint64_t *counter)
+{
+    return counter == c->head ? c->head_key : counter == c->tail ? c->tail_key : word_key(counter);
+}
+
+static uint64_t buffer_word_key(const fc_conn *c, const volatile void *w)
+{
+    size_t d = (size_t)((uintptr_t)w - (uintptr_t)c->buff);
+    return c->buff_key && d < c->buff_span ? c->buff_key + d : word_key(w); /* keys run with addresses */
+}
+
 /* A counter's waiters sleep on its low 32 bits (x86-64 is little-endian);
  * `proxy`: NCCL's proxy reads it too (a connection with a FIFO). */
 static void post_counter(volatile uint64_t *counter, uint64_t key, uint64_t value, bool proxy)
@@ -55,7 +68,7 @@ static uint64_t load_credit(const fc_conn *c, volatile uint64_t *ptr, volatile u
     const fc_mc_view *v = c->mc_credits;
     *at = ptr;
     if (!v) {
-        if (key) *key = word_key(ptr);
+        if (key) *key = counter_key(c, ptr);
         return load_acq(ptr);
     }
     uint64_t m = UINT64_MAX;
@@ -74,7 +87,7 @@ void fc_prims_conn_post(const fc_conn *c, volatile uint64_t *counter, uint64_t v
 {
     const fc_mc_view *v = c->mc_credits;
     if (!v) {
-        post_counter(counter, word_key(counter), value, c->fifo != NULL);
+        post_counter(counter, counter_key(c, counter), value, c->fifo != NULL);
         return;
     }
     for (int i = 0; i < v->n; i++)
@@ -277,28 +290,17 @@ static void time_step(fc_prims *p, bool recv, bool send, int64_t bytes)
     fc_step_time(p, r, nr, s, ns, bytes);
 }
 
-bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
+/* Check a connection's memory and find what is multicast in it: false
+ * with the emulation failed, or stopped while a GPU had yet to bind. */
+static bool conn_set_up(fc_prims *p, const fc_conn_fields *f, int peer, bool send, int connIndex, fc_conn *out)
 {
     fc_emu *e = p->e;
     const fc_nccl_layout *L = e->L;
-    uintptr_t at = fc_nccl_conn_addr(e->l, ch, peer, send, connIndex);
     const char *side = send ? "send" : "recv";
-    if (!at || !fc_nccl_in_sim_memory(at, L->conn.size)) {
-        fc_emu_fail(e, "%s: %s connection %d to rank %d is not in simulated memory", p->who, side, connIndex, peer);
-        return false;
-    }
-    const char *ci = (const char *)at;
-    uintptr_t buff = 0, head = 0, tail = 0, fifo = 0;
-    memcpy(&buff, ci + L->conn_buffs.off + (size_t)p->proto * sizeof(void *), sizeof buff);
-    memcpy(&head, ci + L->conn_head.off, sizeof head);
-    memcpy(&tail, ci + L->conn_tail.off, sizeof tail);
-    memcpy(&fifo, ci + L->conn_connFifo.off, sizeof fifo);
-    int32_t stepSize = 0;
-    memcpy(&stepSize, ci + L->conn_stepSize.off, sizeof stepSize);
-    const char *bad = !fc_nccl_in_sim_memory(buff, 1) ? "buffer"
-                    : !fc_nccl_in_sim_memory(head, 8) ? "head"
-                    : !fc_nccl_in_sim_memory(tail, 8) ? "tail"
-                    : fifo && !fc_nccl_in_sim_memory(fifo, (size_t)L->NCCL_STEPS * L->connFifo.size) ? "connFifo"
+    const char *bad = !fc_nccl_in_sim_memory(f->buff, 1) ? "buffer"
+                    : !fc_nccl_in_sim_memory(f->head, 8) ? "head"
+                    : !fc_nccl_in_sim_memory(f->tail, 8) ? "tail"
+                    : f->fifo && !fc_nccl_in_sim_memory(f->fifo, (size_t)L->NCCL_STEPS * L->connFifo.size) ? "connFifo"
                     : NULL;
     if (bad) {
         fc_emu_fail(e, "%s: the %s of %s connection %d to rank %d is not in simulated memory", p->who, bad, side,
@@ -309,7 +311,7 @@ bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, 
      * once every GPU of the team has bound its memory. */
     const fc_mc_view *mc = NULL, *mc_credits = NULL;
     int rb, rc;
-    while ((rb = fc_multicast_view(buff, 1, &mc)) < 0 || (rc = fc_multicast_view(head, 8, &mc_credits)) < 0) {
+    while ((rb = fc_multicast_view(f->buff, 1, &mc)) < 0 || (rc = fc_multicast_view(f->head, 8, &mc_credits)) < 0) {
         if (fc_emu_stopped(e)) return false;
         fc_prims_wait *w = &p->waiting;
         snprintf(w->text, sizeof w->text, "%s: %s connection %d to rank %d: waiting for every GPU to bind "
@@ -317,14 +319,38 @@ bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, 
         w->note = (fc_wait_note){NULL, w->text};
         fc_task_block(p->t, &w->note);
     }
-    out->mc = rb > 0 ? mc : NULL;
-    out->mc_credits = rc > 0 ? mc_credits : NULL;
+    *out = (fc_conn){.buff = (char *)f->buff, .head = (volatile uint64_t *)f->head,
+                     .tail = (volatile uint64_t *)f->tail, .fifo = (volatile char *)f->fifo,
+                     .stepSize = f->stepSize, .mc = rb > 0 ? mc : NULL, .mc_credits = rc > 0 ? mc_credits : NULL};
+    out->head_key = word_key(out->head);
+    out->tail_key = word_key(out->tail);
+    out->buff_key = word_key(out->buff);
+    out->buff_span = fc_sim_memory_span(f->buff);
+    return true;
+}
+
+bool fc_prims_conn(fc_prims *p, const fc_nccl_channel *ch, int peer, bool send, int connIndex, fc_conn *out)
+{
+    fc_emu *e = p->e;
+    const fc_nccl_layout *L = e->L;
+    const fc_conn_kept *k = fc_conn_cache_lookup(e->l, ch, peer, send, connIndex, p->proto);
+    uintptr_t at;
+    if (k) {
+        *out = k->conn; /* set up by an earlier launch, nothing changed since */
+        at = k->fields.at;
+    } else {
+        uint64_t generation = fc_sim_memory_generation();
+        at = fc_nccl_conn_addr(e->l, ch, peer, send, connIndex);
+        if (!at || !fc_nccl_in_sim_memory(at, L->conn.size)) {
+            fc_emu_fail(e, "%s: %s connection %d to rank %d is not in simulated memory", p->who,
+                        send ? "send" : "recv", connIndex, peer);
+            return false;
+        }
+        fc_conn_fields f = fc_conn_fields_at(L, at, p->proto);
+        if (!conn_set_up(p, &f, peer, send, connIndex, out)) return false;
+        fc_conn_cache_keep(ch, peer, send, connIndex, p->proto, &f, generation, out);
+    }
     out->peer = peer;
-    out->buff = (char *)buff;
-    out->head = (volatile uint64_t *)head;
-    out->tail = (volatile uint64_t *)tail;
-    out->fifo = (volatile char *)fifo;
-    out->stepSize = stepSize;
     out->step = (volatile uint64_t *)(at + (uintptr_t)L->conn_step.off);
     return true;
 }
@@ -715,7 +741,7 @@ static bool ll_wait_lines(fc_prims *p, int i, const ll_line *lines, size_t nline
             if (aborted(p)) return false;
             const volatile uint32_t *w = &lines[ll_ready(&lines[nlines - 1], flag) ? j : nlines - 1].flag2;
             uint32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
-            if (seen != flag) fc_task_wait_word(p->t, w, word_key(w), seen, false, note);
+            if (seen != flag) fc_task_wait_word(p->t, w, buffer_word_key(&p->recv[i], w), seen, false, note);
             else fc_task_block(p->t, note); /* its flag1 is late */
         }
     }
@@ -774,7 +800,7 @@ static void ll_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int
             if ((p->sstep[i] & LL_CLEAN_MASK) == LL_CLEAN_MASK)
                 for (size_t j = nlines; j < stepLines; j++) ll_store(&lines[j], 0, flag);
             volatile uint32_t *last = nlines ? &lines[nlines - 1].flag2 : &lines[0].flag2;
-            fc_wake_word(last, word_key(last), p->send[i].fifo != NULL);
+            fc_wake_word(last, buffer_word_key(&p->send[i], last), p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (recv)
@@ -811,8 +837,8 @@ static bool ll128_wait_lines(fc_prims *p, int i, volatile uint64_t *words, size_
             if (aborted(p)) return false;
             volatile uint64_t *last = ll128_flag(words, nlines - 1);
             uint64_t lv = load_acq(last);
-            if (lv != flag) fc_task_wait_word(p->t, last, word_key(last), (uint32_t)lv, false, note);
-            else fc_task_wait_word(p->t, f, word_key(f), (uint32_t)v, false, note);
+            if (lv != flag) fc_task_wait_word(p->t, last, buffer_word_key(&p->recv[i], last), (uint32_t)lv, false, note);
+            else fc_task_wait_word(p->t, f, buffer_word_key(&p->recv[i], f), (uint32_t)v, false, note);
         }
     }
     return true;
@@ -871,7 +897,7 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
                 __atomic_store_n(ll128_flag(words, j), flag, __ATOMIC_RELEASE);
             }
             volatile uint64_t *last = ll128_flag(words, nlines ? nlines - 1 : 0);
-            fc_wake_word(last, word_key(last), p->send[i].fifo != NULL);
+            fc_wake_word(last, buffer_word_key(&p->send[i], last), p->send[i].fifo != NULL);
         }
     if (dst != FC_BUF_NONE && data) memcpy(p->bufs[dst] + dstIx * (int64_t)p->esz, result, (size_t)nelem * p->esz);
     if (send) /* the tail moves only for connections with a FIFO: NCCL's proxy reads it */

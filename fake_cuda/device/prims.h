@@ -40,6 +40,10 @@ typedef struct {
      * team's reduction (multimem.ld_reduce), data written goes to every copy
      * (multimem.st). */
     const fc_mc_view *mc, *mc_credits;
+    /* names on the wake board (fc_sim_memory_where) of head, tail and buff,
+     * the last valid for buff_span bytes from buff (0: unknown) */
+    uint64_t head_key, tail_key, buff_key;
+    size_t buff_span;
 } fc_conn;
 
 enum { FC_BUF_NONE = -1, FC_BUF_INPUT = 0, FC_BUF_OUTPUT = 1 };

@@ -4,6 +4,8 @@
  * order, where the kernel would read them. */
 #include "decode.h"
 
+#include "conn_cache.h"
+
 /* Element i of an int32 array field (buffSizes[3], tree.down[3]). */
 static int i32_element(const void *base, fc_nccl_field array, int i)
 {
@@ -22,20 +24,30 @@ int fc_nccl_p2p_part(const fc_nccl_launch *l, int nP2pChannels, int base, int ch
     return part;
 }
 
+uintptr_t fc_nccl_peer_slot(const fc_nccl_channel *c, int peer)
+{
+    return c->peers && peer >= 0 ? c->peers + (uintptr_t)peer * sizeof(void *) : 0;
+}
+
+uintptr_t fc_nccl_conn_of_peer(const fc_nccl_launch *l, uintptr_t peerp, bool send, int connIndex)
+{
+    const fc_nccl_layout *L = l->rel->layout;
+    if (!peerp || connIndex < 0 || connIndex >= L->NCCL_MAX_CONNS) return 0;
+    fc_nccl_field side = send ? L->peer_send : L->peer_recv;
+    return peerp + (uintptr_t)side.off + (uintptr_t)connIndex * L->conn.size;
+}
+
 uintptr_t fc_nccl_conn_addr(const fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bool send,
                             int connIndex)
 {
-    const fc_nccl_layout *L = l->rel->layout;
-    uintptr_t p = 0;
-    if (!c->peers || peer < 0 || connIndex < 0 || connIndex >= L->NCCL_MAX_CONNS) return 0;
-    if (!fc_nccl_read(c->peers + (uintptr_t)peer * sizeof(void *), &p, sizeof p) || !p) return 0;
-    fc_nccl_field side = send ? L->peer_send : L->peer_recv;
-    return p + (uintptr_t)side.off + (uintptr_t)connIndex * L->conn.size;
+    uintptr_t slot = fc_nccl_peer_slot(c, peer), p = 0;
+    if (!slot || !fc_nccl_read(slot, &p, sizeof p)) return 0;
+    return fc_nccl_conn_of_peer(l, p, send, connIndex);
 }
 
 /* A connection the work uses: its ncclConnInfo and the head, tail and FIFO it
  * points at must all be simulated memory, or the emulation has nothing to drive. */
-static void check_conn(fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bool send, int connIndex)
+static void check_conn(fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bool send, int connIndex, int proto)
 {
     const fc_nccl_layout *L = l->rel->layout;
     if (peer < 0 || peer == l->rank) return; /* no connection to oneself */
@@ -46,6 +58,7 @@ static void check_conn(fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bo
         fc_nccl_launch_error(l, "channel %d: peer %d is not a rank of %d", c->id, peer, l->nRanks);
         return;
     }
+    if (fc_conn_cache_lookup(l, c, peer, send, connIndex, proto)) return; /* checked before, unchanged */
     uintptr_t at = fc_nccl_conn_addr(l, c, peer, send, connIndex);
     unsigned char conn[512];
     if (!at || L->conn.size > sizeof conn || !fc_nccl_read(at, conn, L->conn.size)) {
@@ -71,34 +84,36 @@ static void check_conn(fc_nccl_launch *l, const fc_nccl_channel *c, int peer, bo
 /* The connections the kernel would use on channel c for batch b. */
 static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const fc_nccl_batch *b)
 {
+    /* the protocol whose kept connection (conn_cache.h) vouches for one */
+    int proto = b->func ? b->func->proto : FC_NCCL_PROTO_SIMPLE;
     if (b->workType == FC_NCCL_WORK_P2P) { /* P2P runs on connIndex 1 (sendrecv.h) */
         for (int i = 0; i < b->nworks; i++) {
             const fc_nccl_work *w = &l->works[b->first_work + i];
             int part = fc_nccl_p2p_part(l, w->p2p.nP2pChannels, w->p2p.channelBase, c->id);
-            if (part < w->p2p.nSendChannels) check_conn(l, c, w->p2p.sendRank, true, 1);
-            if (part < w->p2p.nRecvChannels) check_conn(l, c, w->p2p.recvRank, false, 1);
+            if (part < w->p2p.nSendChannels) check_conn(l, c, w->p2p.sendRank, true, 1, proto);
+            if (part < w->p2p.nRecvChannels) check_conn(l, c, w->p2p.recvRank, false, 1, proto);
         }
         return;
     }
     if (l->nRanks <= 1) return;
     int algo = b->func ? b->func->algo : -1;
     if (b->workType == FC_NCCL_WORK_BCAST || algo == FC_NCCL_ALGO_RING) {
-        check_conn(l, c, c->ring_next, true, 0);
-        check_conn(l, c, c->ring_prev, false, 0);
+        check_conn(l, c, c->ring_next, true, 0, proto);
+        check_conn(l, c, c->ring_prev, false, 0, proto);
     } else if (algo == FC_NCCL_ALGO_TREE) {
-        check_conn(l, c, c->tree_up, true, 0);
-        check_conn(l, c, c->tree_up, false, 0);
+        check_conn(l, c, c->tree_up, true, 0, proto);
+        check_conn(l, c, c->tree_up, false, 0, proto);
         for (int d = 0; d < 3; d++) {
-            check_conn(l, c, c->tree_down[d], true, 0);
-            check_conn(l, c, c->tree_down[d], false, 0);
+            check_conn(l, c, c->tree_down[d], true, 0, proto);
+            check_conn(l, c, c->tree_down[d], false, 0, proto);
         }
     } else if (algo == FC_NCCL_ALGO_PAT) { /* the ranks at distance 2^d, both ways */
         for (long d = 1; d < l->nRanks; d <<= 1) {
             int lower = (int)((l->rank - d + l->nRanks) % l->nRanks), upper = (int)((l->rank + d) % l->nRanks);
-            check_conn(l, c, lower, false, 0);
-            check_conn(l, c, lower, true, 0);
-            check_conn(l, c, upper, false, 0);
-            check_conn(l, c, upper, true, 0);
+            check_conn(l, c, lower, false, 0, proto);
+            check_conn(l, c, lower, true, 0, proto);
+            check_conn(l, c, upper, false, 0, proto);
+            check_conn(l, c, upper, true, 0, proto);
         }
     } else if (algo == FC_NCCL_ALGO_NVLS || algo == FC_NCCL_ALGO_NVLS_TREE) {
         /* scatter (send[1]) and gather (recv[1]) towards every head; a head's
@@ -106,36 +121,36 @@ static void check_batch_conns(fc_nccl_launch *l, const fc_nccl_channel *c, const
          * buffers; NVLSTree's heads also over the network, connIndex 0 */
         int coll = b->func->coll;
         for (int h = 0; h < c->nvls.nHeads && h < 32; h++) {
-            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.up[h], true, 1);
-            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.up[h], false, 1);
+            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.up[h], true, 1, proto);
+            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.up[h], false, 1, proto);
         }
         if (c->nvls.headRank >= 0 || coll == FC_NCCL_COLL_AllGather) {
-            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.down, false, 0);
-            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.down, true, 0);
+            if (coll != FC_NCCL_COLL_AllGather) check_conn(l, c, c->nvls.down, false, 0, proto);
+            if (coll != FC_NCCL_COLL_ReduceScatter) check_conn(l, c, c->nvls.down, true, 0, proto);
         }
         if (algo == FC_NCCL_ALGO_NVLS && c->nvls.headRank >= 0 && c->nvls.out >= 0) { /* CollNet: up 1, down 0 */
-            check_conn(l, c, c->nvls.out, true, 1);
-            check_conn(l, c, c->nvls.out, false, 0);
+            check_conn(l, c, c->nvls.out, true, 1, proto);
+            check_conn(l, c, c->nvls.out, false, 0, proto);
         }
         if (algo == FC_NCCL_ALGO_NVLS_TREE && c->nvls.headRank >= 0) {
-            check_conn(l, c, c->nvls.treeUp, true, 0);
-            check_conn(l, c, c->nvls.treeUp, false, 0);
+            check_conn(l, c, c->nvls.treeUp, true, 0, proto);
+            check_conn(l, c, c->nvls.treeUp, false, 0, proto);
             for (int d = 1; d < 3; d++) {
-                check_conn(l, c, c->nvls.treeDown[d], true, 0);
-                check_conn(l, c, c->nvls.treeDown[d], false, 0);
+                check_conn(l, c, c->nvls.treeDown[d], true, 0, proto);
+                check_conn(l, c, c->nvls.treeDown[d], false, 0, proto);
             }
         }
     } else if (algo == FC_NCCL_ALGO_COLLNET_CHAIN) { /* reduce up on connIndex 1, broadcast down on 0 */
-        check_conn(l, c, c->chain.down0, false, 1);
-        check_conn(l, c, c->chain.up, true, 1);
-        check_conn(l, c, c->chain.up, false, 0);
-        check_conn(l, c, c->chain.down0, true, 0);
+        check_conn(l, c, c->chain.down0, false, 1, proto);
+        check_conn(l, c, c->chain.up, true, 1, proto);
+        check_conn(l, c, c->chain.up, false, 0, proto);
+        check_conn(l, c, c->chain.down0, true, 0, proto);
     } else if (algo == FC_NCCL_ALGO_COLLNET_DIRECT) { /* scatter/reduce on connIndex 1, gather/broadcast on 0 */
         for (int d = 0; d < 7; d++) {
-            if (c->direct.up[d] >= 0) check_conn(l, c, c->direct.up[d], true, 1), check_conn(l, c, c->direct.up[d], false, 0);
-            if (c->direct.down[d] >= 0) check_conn(l, c, c->direct.down[d], false, 1), check_conn(l, c, c->direct.down[d], true, 0);
+            if (c->direct.up[d] >= 0) check_conn(l, c, c->direct.up[d], true, 1, proto), check_conn(l, c, c->direct.up[d], false, 0, proto);
+            if (c->direct.down[d] >= 0) check_conn(l, c, c->direct.down[d], false, 1, proto), check_conn(l, c, c->direct.down[d], true, 0, proto);
         }
-        if (c->direct.out >= 0) check_conn(l, c, c->direct.out, true, 1), check_conn(l, c, c->direct.out, false, 0);
+        if (c->direct.out >= 0) check_conn(l, c, c->direct.out, true, 1, proto), check_conn(l, c, c->direct.out, false, 0, proto);
     }
 }
 

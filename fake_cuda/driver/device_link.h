@@ -39,6 +39,12 @@ size_t fc_sim_memory_span(uintptr_t addr);
 enum { FC_WHERE_HOST = -1, FC_WHERE_NONE = -2 };
 int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
 
+/* memory.c: a count that moves whenever simulated memory of this process
+ * goes away or a multicast team's memory is mapped anew (a range leaves
+ * the registry, a binding changes): answers of the lookups above and of
+ * fc_multicast_view got while it stays are still right. */
+uint64_t fc_sim_memory_generation(void);
+
 /* memory_refs.c: bytes of simulated memory named so that any process of
  * the host can read them (a step that carries a reference to its data
  * instead of a copy). */

@@ -122,6 +122,8 @@ int fc_memfd_map(size_t size, uintptr_t fixed, const char *name, int *fd_out, vo
 void fc_registry_add(const fc_alloc *a);
 bool fc_registry_find(uintptr_t addr, fc_alloc *out); /* range containing addr */
 bool fc_registry_remove(uintptr_t base, fc_alloc *out);
+/* Memory went away or moved: moves fc_sim_memory_generation (device_link.h). */
+void fc_sim_memory_changed(void);
 /* Any registered range overlapping [base, base+size)? */
 bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the

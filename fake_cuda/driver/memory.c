@@ -170,6 +170,12 @@ bool fc_registry_overlaps(uintptr_t base, size_t size)
     return hit;
 }
 
+static uint64_t generation;
+
+uint64_t fc_sim_memory_generation(void) { return __atomic_load_n(&generation, __ATOMIC_ACQUIRE); }
+
+void fc_sim_memory_changed(void) { __atomic_fetch_add(&generation, 1, __ATOMIC_ACQ_REL); }
+
 bool fc_registry_remove(uintptr_t base, fc_alloc *out)
 {
     pthread_rwlock_wrlock(&reg_lock);
@@ -181,6 +187,8 @@ bool fc_registry_remove(uintptr_t base, fc_alloc *out)
         reg_n--;
     }
     pthread_rwlock_unlock(&reg_lock);
+    /* after the range left: a lookup that still found it is older than this */
+    if (found) fc_sim_memory_changed();
     return found;
 }
 

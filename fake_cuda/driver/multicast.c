@@ -320,6 +320,7 @@ FC_API CUresult cuMulticastUnbind(CUmemGenericAllocationHandle mcHandle, CUdevic
         ok = true;
         b->pid = 0;
         b->generation++;
+        fc_sim_memory_changed();
         mine = mc->map[i][k].mine;
         mc->map[i][k].mine = NULL;
     }
@@ -352,7 +353,10 @@ static char *member_memory(struct fc_mc_local *mc, int i, size_t off, size_t len
         if (!now.pid || off < now.mc_offset || off + len > now.mc_offset + now.size) continue;
         mc_local_binding *lb = &mc->map[i][k];
         if (!lb->base || lb->generation != now.generation) {
-            if (lb->base) munmap(lb->base, lb->len);
+            if (lb->base) {
+                fc_sim_memory_changed(); /* views of the old binding are stale */
+                munmap(lb->base, lb->len);
+            }
             lb->base = NULL;
             int fd = fc_peer_fd_open(now.pid, now.fd, O_RDWR);
             if (fd < 0) return NULL;
@@ -384,6 +388,7 @@ static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fc_mc_unmapped(uintptr_t base, size_t size)
 {
+    fc_sim_memory_changed();
     pthread_mutex_lock(&views_lock);
     for (mc_view_entry **pe = &views; *pe;) {
         mc_view_entry *e = *pe;

@@ -5,7 +5,7 @@
 // under `ncclsim launch`.
 //
 //   nccl_perf [-b MIN] [-e MAX] [-f FACTOR] [-o OP] [-n ITERS] [-w WARMUP]
-//             [-c 0|1] [-r ROOT] [-i 0|1] [-x 0|1]
+//             [-c 0|1] [-r ROOT] [-i 0|1] [-x 0|1] [-R ROUNDS]
 //
 // Sizes are bytes with an optional K, M or G suffix (powers of 1024). OP is
 // allreduce (default), allgather, reducescatter, broadcast, reduce, alltoall or
@@ -14,7 +14,9 @@
 // can take), "count" the count passed to NCCL (per rank for allgather and
 // reducescatter, per peer for alltoall). -i 1 runs in place (one buffer).
 // -x 1 tests the check itself: the checked run leaves the NCCL operation
-// out, so every received value must be counted wrong.
+// out, so every received value must be counted wrong. -R N runs the sweep N
+// times, each with a new communicator and new buffers (NCCL sets up its
+// connections again, often where the last round's were).
 //
 // Checking (-c 1): after the timed iterations each size runs once more on
 // fresh data into a receive buffer filled with NaN, and every rank copies its
@@ -188,7 +190,7 @@ unsigned blocks_for(size_t n) { return unsigned(std::max<size_t>(1, std::min<siz
 struct Options {
     size_t min_bytes = 32 * 1024 * 1024, max_bytes = 32 * 1024 * 1024, factor = 2;
     Op op = ALLREDUCE;
-    int iters = 5, warmup = 1, root = 0;
+    int iters = 5, warmup = 1, root = 0, rounds = 1;
     bool check = true, in_place = false, skip_checked_op = false;
 };
 
@@ -222,7 +224,7 @@ bool parse_int(const char *text, int lo, int hi, int *out)
 }
 
 const char kUsage[] =
-    "usage: nccl_perf [-b MIN] [-e MAX] [-f FACTOR] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1] [-r ROOT] [-i 0|1] [-x 0|1]\n"
+    "usage: nccl_perf [-b MIN] [-e MAX] [-f FACTOR] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1] [-r ROOT] [-i 0|1] [-x 0|1] [-R ROUNDS]\n"
     "  sizes in bytes, K/M/G suffixes; OP: allreduce allgather reducescatter broadcast reduce alltoall sendrecv\n";
 
 // Returns an empty string when the options are good, else what is wrong.
@@ -230,7 +232,7 @@ std::string parse_options(int argc, char **argv, int nranks, Options *o)
 {
     int opt, v;
     opterr = 0;  // one message, from rank 0, instead of one per rank
-    while ((opt = getopt(argc, argv, "b:e:f:o:n:w:c:r:i:x:h")) != -1) {
+    while ((opt = getopt(argc, argv, "b:e:f:o:n:w:c:r:i:x:R:h")) != -1) {
         switch (opt) {
         case 'b': if (!parse_size(optarg, &o->min_bytes)) return std::string("bad size -b ") + optarg; break;
         case 'e': if (!parse_size(optarg, &o->max_bytes)) return std::string("bad size -e ") + optarg; break;
@@ -247,6 +249,7 @@ std::string parse_options(int argc, char **argv, int nranks, Options *o)
         }
         case 'n': if (!parse_int(optarg, 1, 1 << 30, &o->iters)) return std::string("-n must be >= 1: ") + optarg; break;
         case 'w': if (!parse_int(optarg, 0, 1 << 30, &o->warmup)) return std::string("-w must be >= 0: ") + optarg; break;
+        case 'R': if (!parse_int(optarg, 1, 1000, &o->rounds)) return std::string("-R must be 1..1000: ") + optarg; break;
         case 'c': if (!parse_int(optarg, 0, 1, &v)) return std::string("-c must be 0 or 1: ") + optarg; o->check = v; break;
         case 'i': if (!parse_int(optarg, 0, 1, &v)) return std::string("-i must be 0 or 1: ") + optarg; o->in_place = v; break;
         case 'x': if (!parse_int(optarg, 0, 1, &v)) return std::string("-x must be 0 or 1: ") + optarg; o->skip_checked_op = v; break;
@@ -471,99 +474,106 @@ int main(int argc, char **argv)
     CUDA_CHECK(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking));
     b.device_runs = probe_device_code(b.stream);
 
-    ncclUniqueId id;
-    if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
-    MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-    NCCL_CHECK(ncclCommInitRank(&b.comm, nranks, id, rank));
-
-    // Buffers for the largest size, reused by every smaller one.
-    Layout top = layout_for(opt.op, opt.max_bytes, rank, nranks, opt.in_place);
-    if (opt.in_place) {
-        CUDA_CHECK(cudaMalloc(&b.sendbuf, std::max(top.send, top.recv) * sizeof(float)));
-        b.recvbuf = b.sendbuf;
-    } else {
-        CUDA_CHECK(cudaMalloc(&b.sendbuf, top.send * sizeof(float)));
-        CUDA_CHECK(cudaMalloc(&b.recvbuf, top.recv * sizeof(float)));
-    }
-    CUDA_CHECK(cudaMalloc(&b.dev_wrong, sizeof *b.dev_wrong));
-    b.staging.resize(std::min<size_t>(std::max(top.send, top.recv), 1 << 20));
-    b.fill(top);  // the timed runs move real data even without -c
-
-    // Header, with every rank's host and GPU.
-    char mine[kHost + sizeof prop.name + 96];  // room for every field: nothing is cut
-    std::snprintf(mine, sizeof mine, "#  rank %3d host %s device %d [%s] %s", rank, host, local, bus, prop.name);
-    std::vector<char> lines(rank == 0 ? sizeof mine * size_t(nranks) : 1);
-    MPI_CHECK(MPI_Gather(mine, sizeof mine, MPI_CHAR, lines.data(), sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD));
-    int runs_here = b.device_runs, runs_total = 0;
-    MPI_CHECK(MPI_Reduce(&runs_here, &runs_total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
-    if (rank == 0) {
-        int version = 0, driver = 0, runtime = 0;
-        NCCL_CHECK(ncclGetVersion(&version));
-        CUDA_CHECK(cudaDriverGetVersion(&driver));
-        CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-        std::printf("# nccl_perf: %s, float %s, %s; %d ranks on %d host(s); NCCL %d.%d.%d, CUDA driver %d, runtime %d\n",
-                    kOpNames[opt.op], reduces(opt.op) ? "sum" : "(no reduction)",
-                    opt.in_place ? "in place" : "out of place", nranks, nhosts, version / 10000,
-                    version / 100 % 100, version % 100, driver, runtime);
-        std::printf("# sizes %s to %s, factor %zu; %d iteration(s) after %d warmup; check %s\n",
-                    human_bytes(opt.min_bytes).c_str(), human_bytes(opt.max_bytes).c_str(), opt.factor, opt.iters,
-                    opt.warmup, !opt.check ? "off" : opt.skip_checked_op ? "on, without the operation (-x 1)" : "on (on the host)");
-        std::printf("# device code ran on %d of %d rank(s)%s\n", runs_total, nranks,
-                    runs_total == nranks ? "" : ": inputs written with cudaMemcpy where it did not (simulated GPUs)");
-        for (int r = 0; r < nranks; r++) std::printf("%s\n", &lines[sizeof mine * size_t(r)]);
-        std::printf("#\n# %10s %12s %6s %6s %5s %10s %12s %12s %8s\n", "size", "count", "type", "redop", "root",
-                    "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
-        std::printf("# %10s %12s\n", "(B)", "(elements)");
-        std::fflush(stdout);
-    }
-
     unsigned long long wrong_total = 0;
     double busbw_sum = 0;
     int rows = 0;
-    std::vector<Layout> sizes;
-    for (size_t size = opt.min_bytes;; size *= opt.factor) {
-        Layout l = layout_for(opt.op, size, rank, nranks, opt.in_place);
-        if (sizes.empty() || l.bytes != sizes.back().bytes) sizes.push_back(l);  // else rounded to the previous
-        if (size > opt.max_bytes / opt.factor) break;  // the next would pass MAX (or overflow)
-    }
-    for (const Layout &l : sizes) {
+    for (int round = 0; round < opt.rounds; round++) {
+        ncclUniqueId id;
+        if (rank == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+        MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+        NCCL_CHECK(ncclCommInitRank(&b.comm, nranks, id, rank));
 
-        for (int i = 0; i < opt.warmup; i++) b.run(l);
-        b.sync();
-        MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // start together: the slowest rank sets the time
-        double t0 = MPI_Wtime();
-        for (int i = 0; i < opt.iters; i++) b.run(l);
-        b.sync();
-        double seconds = (MPI_Wtime() - t0) / opt.iters;
-
-        unsigned long long wrong = 0;
-        if (opt.check) {
-            // Fresh inputs and a NaN-filled result (NaN equals nothing): the
-            // timed runs may have changed in-place inputs, and an operation
-            // that writes nothing must not pass on an earlier size's result.
-            if (!opt.in_place || opt.op == ALLGATHER)  // in place, the inputs fill the rest
-                CUDA_CHECK(cudaMemsetAsync(b.recvbuf, 0xff, (l.recv_off + l.recv) * sizeof(float), b.stream));
-            b.fill(l);
-            if (!opt.skip_checked_op) b.run(l);
-            b.sync();
-            wrong = b.check(l, l.bytes);
+        // Buffers for the largest size, reused by every smaller one.
+        Layout top = layout_for(opt.op, opt.max_bytes, rank, nranks, opt.in_place);
+        if (opt.in_place) {
+            CUDA_CHECK(cudaMalloc(&b.sendbuf, std::max(top.send, top.recv) * sizeof(float)));
+            b.recvbuf = b.sendbuf;
+        } else {
+            CUDA_CHECK(cudaMalloc(&b.sendbuf, top.send * sizeof(float)));
+            CUDA_CHECK(cudaMalloc(&b.recvbuf, top.recv * sizeof(float)));
         }
+        CUDA_CHECK(cudaMalloc(&b.dev_wrong, sizeof *b.dev_wrong));
+        b.staging.resize(std::min<size_t>(std::max(top.send, top.recv), 1 << 20));
+        b.fill(top);  // the timed runs move real data even without -c
 
-        double slowest = 0;
-        unsigned long long wrong_all = 0;
-        MPI_CHECK(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
-        MPI_CHECK(MPI_Reduce(&wrong, &wrong_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
-        if (rank == 0) {
-            double algbw = slowest > 0 ? l.bytes / slowest / 1e9 : 0, busbw = algbw * bus_factor(opt.op, nranks);
-            busbw_sum += busbw;
-            rows++;
-            wrong_total += wrong_all;
-            std::string w = opt.check ? std::to_string(wrong_all) : "N/A";
-            std::printf("  %10zu %12zu %6s %6s %5d %10.2f %12.3f %12.3f %8s\n", l.bytes, l.count, "float",
-                        reduces(opt.op) ? "sum" : "none", has_root(opt.op) ? opt.root : -1, slowest * 1e6, algbw,
-                        busbw, w.c_str());
+        // Header, with every rank's host and GPU.
+        char mine[kHost + sizeof prop.name + 96];  // room for every field: nothing is cut
+        std::snprintf(mine, sizeof mine, "#  rank %3d host %s device %d [%s] %s", rank, host, local, bus, prop.name);
+        std::vector<char> lines(rank == 0 ? sizeof mine * size_t(nranks) : 1);
+        MPI_CHECK(MPI_Gather(mine, sizeof mine, MPI_CHAR, lines.data(), sizeof mine, MPI_CHAR, 0, MPI_COMM_WORLD));
+        int runs_here = b.device_runs, runs_total = 0;
+        MPI_CHECK(MPI_Reduce(&runs_here, &runs_total, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD));
+        if (rank == 0 && round > 0) std::printf("# round %d of %d: a new communicator and new buffers\n", round + 1, opt.rounds);
+        if (rank == 0 && round == 0) {
+            int version = 0, driver = 0, runtime = 0;
+            NCCL_CHECK(ncclGetVersion(&version));
+            CUDA_CHECK(cudaDriverGetVersion(&driver));
+            CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+            std::printf("# nccl_perf: %s, float %s, %s; %d ranks on %d host(s); NCCL %d.%d.%d, CUDA driver %d, runtime %d\n",
+                        kOpNames[opt.op], reduces(opt.op) ? "sum" : "(no reduction)",
+                        opt.in_place ? "in place" : "out of place", nranks, nhosts, version / 10000,
+                        version / 100 % 100, version % 100, driver, runtime);
+            std::printf("# sizes %s to %s, factor %zu; %d iteration(s) after %d warmup; check %s\n",
+                        human_bytes(opt.min_bytes).c_str(), human_bytes(opt.max_bytes).c_str(), opt.factor, opt.iters,
+                        opt.warmup, !opt.check ? "off" : opt.skip_checked_op ? "on, without the operation (-x 1)" : "on (on the host)");
+            std::printf("# device code ran on %d of %d rank(s)%s\n", runs_total, nranks,
+                        runs_total == nranks ? "" : ": inputs written with cudaMemcpy where it did not (simulated GPUs)");
+            for (int r = 0; r < nranks; r++) std::printf("%s\n", &lines[sizeof mine * size_t(r)]);
+            std::printf("#\n# %10s %12s %6s %6s %5s %10s %12s %12s %8s\n", "size", "count", "type", "redop", "root",
+                        "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong");
+            std::printf("# %10s %12s\n", "(B)", "(elements)");
             std::fflush(stdout);
         }
+
+        std::vector<Layout> sizes;
+        for (size_t size = opt.min_bytes;; size *= opt.factor) {
+            Layout l = layout_for(opt.op, size, rank, nranks, opt.in_place);
+            if (sizes.empty() || l.bytes != sizes.back().bytes) sizes.push_back(l);  // else rounded to the previous
+            if (size > opt.max_bytes / opt.factor) break;  // the next would pass MAX (or overflow)
+        }
+        for (const Layout &l : sizes) {
+
+            for (int i = 0; i < opt.warmup; i++) b.run(l);
+            b.sync();
+            MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD));  // start together: the slowest rank sets the time
+            double t0 = MPI_Wtime();
+            for (int i = 0; i < opt.iters; i++) b.run(l);
+            b.sync();
+            double seconds = (MPI_Wtime() - t0) / opt.iters;
+
+            unsigned long long wrong = 0;
+            if (opt.check) {
+                // Fresh inputs and a NaN-filled result (NaN equals nothing): the
+                // timed runs may have changed in-place inputs, and an operation
+                // that writes nothing must not pass on an earlier size's result.
+                if (!opt.in_place || opt.op == ALLGATHER)  // in place, the inputs fill the rest
+                    CUDA_CHECK(cudaMemsetAsync(b.recvbuf, 0xff, (l.recv_off + l.recv) * sizeof(float), b.stream));
+                b.fill(l);
+                if (!opt.skip_checked_op) b.run(l);
+                b.sync();
+                wrong = b.check(l, l.bytes);
+            }
+
+            double slowest = 0;
+            unsigned long long wrong_all = 0;
+            MPI_CHECK(MPI_Reduce(&seconds, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD));
+            MPI_CHECK(MPI_Reduce(&wrong, &wrong_all, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD));
+            if (rank == 0) {
+                double algbw = slowest > 0 ? l.bytes / slowest / 1e9 : 0, busbw = algbw * bus_factor(opt.op, nranks);
+                busbw_sum += busbw;
+                rows++;
+                wrong_total += wrong_all;
+                std::string w = opt.check ? std::to_string(wrong_all) : "N/A";
+                std::printf("  %10zu %12zu %6s %6s %5d %10.2f %12.3f %12.3f %8s\n", l.bytes, l.count, "float",
+                            reduces(opt.op) ? "sum" : "none", has_root(opt.op) ? opt.root : -1, slowest * 1e6, algbw,
+                            busbw, w.c_str());
+                std::fflush(stdout);
+            }
+        }
+        NCCL_CHECK(ncclCommDestroy(b.comm));
+        CUDA_CHECK(cudaFree(b.dev_wrong));
+        CUDA_CHECK(cudaFree(b.sendbuf));
+        if (b.recvbuf != b.sendbuf) CUDA_CHECK(cudaFree(b.recvbuf));
     }
     MPI_CHECK(MPI_Bcast(&wrong_total, 1, MPI_UNSIGNED_LONG_LONG, 0, MPI_COMM_WORLD));
 
@@ -579,10 +589,6 @@ int main(int argc, char **argv)
                          wrong_total);
     }
 
-    NCCL_CHECK(ncclCommDestroy(b.comm));
-    CUDA_CHECK(cudaFree(b.dev_wrong));
-    CUDA_CHECK(cudaFree(b.sendbuf));
-    if (b.recvbuf != b.sendbuf) CUDA_CHECK(cudaFree(b.recvbuf));
     CUDA_CHECK(cudaStreamDestroy(b.stream));
     MPI_CHECK(MPI_Finalize());
     return wrong_total ? 1 : 0;
