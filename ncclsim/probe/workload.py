@@ -13,6 +13,7 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
 from ncclsim.probe import check
@@ -163,34 +164,57 @@ def _check(op: str, r: Rank, size: int, nranks: int, redop: str) -> None:
         raise ProbeError(f"{op} of {size} bytes on rank {r.rank}: wrong result: {problem}")
 
 
-def _issue(op: str, r: Rank, size: int, nranks: int, redop: str) -> None:
-    """Enqueue one operation of `size` bytes (nccl-tests' convention) on rank r."""
-    nccl, chk = r.libs.nccl, r.libs.nccl_check
+def _issuer(op: str, r: Rank, size: int, nranks: int, redop: str) -> Callable[[], None]:
+    """What enqueues one operation of `size` bytes (nccl-tests' convention) on
+    rank r, its arguments worked out once: the timed loop calls it back to
+    back, and the probe's own time per call is part of what it measures."""
+    nccl, ffi = r.libs.nccl, r.libs.ffi
     count, red = _elements(size), check.REDUCTIONS[redop]
     c, s, snd, rcv = r.comm[0], r.stream[0], r.send[0], r.recv[0]
-    what = f"{op} of {size} bytes on rank {r.rank}"
+    calls: list[Callable[[], int]]
     if op == "allreduce":
-        chk(nccl.ncclAllReduce(snd, rcv, count, NCCL_FLOAT32, red, c, s), what)
+        calls = [partial(nccl.ncclAllReduce, snd, rcv, count, NCCL_FLOAT32, red, c, s)]
     elif op == "broadcast":
-        chk(nccl.ncclBroadcast(snd, rcv, count, NCCL_FLOAT32, 0, c, s), what)
+        calls = [partial(nccl.ncclBroadcast, snd, rcv, count, NCCL_FLOAT32, 0, c, s)]
     elif op == "reduce":
-        chk(nccl.ncclReduce(snd, rcv, count, NCCL_FLOAT32, red, 0, c, s), what)
+        calls = [partial(nccl.ncclReduce, snd, rcv, count, NCCL_FLOAT32, red, 0, c, s)]
     elif op == "allgather":
-        chk(nccl.ncclAllGather(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, c, s), what)
+        calls = [partial(nccl.ncclAllGather, snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, c, s)]
     elif op == "reducescatter":
-        chk(nccl.ncclReduceScatter(snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, red, c, s), what)
+        calls = [partial(nccl.ncclReduceScatter, snd, rcv, max(count // nranks, 1), NCCL_FLOAT32, red, c, s)]
     elif op == "sendrecv":
-        chk(nccl.ncclSend(snd, count, NCCL_FLOAT32, (r.rank + 1) % nranks, c, s), what)
-        chk(nccl.ncclRecv(rcv, count, NCCL_FLOAT32, (r.rank - 1) % nranks, c, s), what)
+        calls = [partial(nccl.ncclSend, snd, count, NCCL_FLOAT32, (r.rank + 1) % nranks, c, s),
+                 partial(nccl.ncclRecv, rcv, count, NCCL_FLOAT32, (r.rank - 1) % nranks, c, s)]
     elif op == "alltoall":
         per = max(count // nranks, 1)
-        ffi = r.libs.ffi
+        calls = []
         for peer in range(nranks):
             off = peer * per * 4
-            chk(nccl.ncclSend(ffi.cast("char *", snd) + off, per, NCCL_FLOAT32, peer, c, s), what)
-            chk(nccl.ncclRecv(ffi.cast("char *", rcv) + off, per, NCCL_FLOAT32, peer, c, s), what)
+            calls += [partial(nccl.ncclSend, ffi.cast("char *", snd) + off, per, NCCL_FLOAT32, peer, c, s),
+                      partial(nccl.ncclRecv, ffi.cast("char *", rcv) + off, per, NCCL_FLOAT32, peer, c, s)]
     else:
         raise ProbeError(f"unknown operation {op!r}: choose from {', '.join(OPERATIONS)}")
+
+    def issue() -> None:
+        for call in calls:
+            result = call()
+            if result != 0:
+                r.libs.nccl_check(result, f"{op} of {size} bytes on rank {r.rank}")
+    return issue
+
+
+def _issue_all(libs: Libraries, ranks: list[Rank], issues: list[Callable[[], None]], what: str) -> None:
+    """One operation on every GPU of this process: in a group, each GPU made
+    current for its own, when there are several (as nccl-tests does); alone,
+    its GPU is current throughout and it needs no group."""
+    if len(ranks) == 1:
+        issues[0]()
+        return
+    libs.nccl_check(libs.nccl.ncclGroupStart(), f"ncclGroupStart ({what})")
+    for r, issue in zip(ranks, issues):
+        r.use()
+        issue()
+    libs.nccl_check(libs.nccl.ncclGroupEnd(), f"ncclGroupEnd ({what})")
 
 
 def _grouped(libs: Libraries, ranks: list[Rank], action: Callable[[Rank], None], what: str) -> None:
@@ -214,13 +238,14 @@ def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: 
             if opts.check:
                 for r in ranks:
                     r.clear_recv()
+            issues = [_issuer(op, r, size, nranks, opts.redop) for r in ranks]
             for _ in range(opts.warmup):
-                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
+                _issue_all(libs, ranks, issues, op)
             for r in ranks:
                 r.sync()
             t = time.perf_counter()
             for _ in range(opts.iterations):
-                _grouped(libs, ranks, lambda r: _issue(op, r, size, nranks, opts.redop), op)
+                _issue_all(libs, ranks, issues, op)
             for r in ranks:
                 r.sync()
             result.operations.append(OpResult(op, size, time.perf_counter() - t))
