@@ -200,7 +200,15 @@ def _issuer(op: str, r: Rank, size: int, nranks: int, redop: str) -> Callable[[]
             result = call()
             if result != 0:
                 r.libs.nccl_check(result, f"{op} of {size} bytes on rank {r.rank}")
-    return issue
+
+    if len(calls) == 1:
+        return issue
+
+    def grouped() -> None:  # sends and receives go together, or each waits for the other
+        r.libs.nccl_check(nccl.ncclGroupStart(), f"ncclGroupStart ({op})")
+        issue()
+        r.libs.nccl_check(nccl.ncclGroupEnd(), f"ncclGroupEnd ({op})")
+    return grouped
 
 
 def _issue_all(libs: Libraries, ranks: list[Rank], issues: list[Callable[[], None]], what: str) -> None:
