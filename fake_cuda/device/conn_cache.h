@@ -7,7 +7,10 @@
  * and operation. A kept connection is used again while what the kernel
  * reads of it (its ncclConnInfo's fields) is unchanged and no memory of the
  * process went away since (fc_sim_memory_generation): the answers of those
- * lookups cannot have changed. */
+ * lookups cannot have changed. A multicast team's member that binds other
+ * memory while this process keeps its mapping is seen at the next set-up
+ * only; NCCL binds its NVLS buffers once per communicator, and the
+ * communicator's end unmaps them here too. */
 #ifndef NCCLSIM_DEVICE_CONN_CACHE_H
 #define NCCLSIM_DEVICE_CONN_CACHE_H
 
