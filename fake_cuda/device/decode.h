@@ -124,7 +124,7 @@ int64_t fc_nccl_coll_count(const fc_nccl_launch *l, const fc_nccl_work *w, int a
 
 /* resolve.c: read the communicator, channels and connections (stream order). */
 void fc_nccl_resolve(fc_nccl_launch *l);
-/* Address of the ncclConnInfo send[connIndex] / recv[connIndex] towards
+/* conn_addr.c: address of the ncclConnInfo send[connIndex] / recv[connIndex] towards
  * `peer` on channel c; 0 when unreadable. It is found in two parts: where
  * the channel keeps its pointer to the peer's ncclChannelPeer (0: none),
  * and the connection in the ncclChannelPeer at peerp (0: none). */
