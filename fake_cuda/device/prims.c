@@ -297,7 +297,8 @@ static bool conn_set_up(fc_prims *p, const fc_conn_fields *f, int peer, bool sen
     fc_emu *e = p->e;
     const fc_nccl_layout *L = e->L;
     const char *side = send ? "send" : "recv";
-    const char *bad = !fc_nccl_in_sim_memory(f->buff, 1) ? "buffer"
+    size_t buff_span = fc_sim_memory_span(f->buff); /* 0: not simulated memory */
+    const char *bad = !buff_span ? "buffer"
                     : !fc_nccl_in_sim_memory(f->head, 8) ? "head"
                     : !fc_nccl_in_sim_memory(f->tail, 8) ? "tail"
                     : f->fifo && !fc_nccl_in_sim_memory(f->fifo, (size_t)L->NCCL_STEPS * L->connFifo.size) ? "connFifo"
@@ -325,7 +326,7 @@ static bool conn_set_up(fc_prims *p, const fc_conn_fields *f, int peer, bool sen
     out->head_key = word_key(out->head);
     out->tail_key = word_key(out->tail);
     out->buff_key = word_key(out->buff);
-    out->buff_span = fc_sim_memory_span(f->buff);
+    out->buff_span = buff_span;
     return true;
 }
 

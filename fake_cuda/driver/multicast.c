@@ -388,7 +388,7 @@ static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void fc_mc_unmapped(uintptr_t base, size_t size)
 {
-    fc_sim_memory_changed();
+    /* (the range left the registry first, which moved fc_sim_memory_generation) */
     pthread_mutex_lock(&views_lock);
     for (mc_view_entry **pe = &views; *pe;) {
         mc_view_entry *e = *pe;

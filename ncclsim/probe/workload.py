@@ -201,36 +201,27 @@ def _issuer(op: str, r: Rank, size: int, nranks: int, redop: str) -> Callable[[]
             if result != 0:
                 r.libs.nccl_check(result, f"{op} of {size} bytes on rank {r.rank}")
 
-    if len(calls) == 1:
-        return issue
-
-    def grouped() -> None:  # sends and receives go together, or each waits for the other
-        r.libs.nccl_check(nccl.ncclGroupStart(), f"ncclGroupStart ({op})")
-        issue()
-        r.libs.nccl_check(nccl.ncclGroupEnd(), f"ncclGroupEnd ({op})")
-    return grouped
+    # several calls (sends and receives) go together, or each waits for the other
+    return issue if len(calls) == 1 else partial(_grouped, r.libs, [(r, issue)], op)
 
 
-def _issue_all(libs: Libraries, ranks: list[Rank], issues: list[Callable[[], None]], what: str) -> None:
-    """One operation on every GPU of this process: in a group, each GPU made
-    current for its own, when there are several (as nccl-tests does); alone,
-    its GPU is current throughout and it needs no group."""
-    if len(ranks) == 1:
-        issues[0]()
-        return
+def _grouped(libs: Libraries, calls: list[tuple[Rank, Callable[[], None]]], what: str) -> None:
+    """Each rank's call in one NCCL group, its GPU made current for it."""
     libs.nccl_check(libs.nccl.ncclGroupStart(), f"ncclGroupStart ({what})")
-    for r, issue in zip(ranks, issues):
+    for r, call in calls:
         r.use()
-        issue()
+        call()
     libs.nccl_check(libs.nccl.ncclGroupEnd(), f"ncclGroupEnd ({what})")
 
 
-def _grouped(libs: Libraries, ranks: list[Rank], action: Callable[[Rank], None], what: str) -> None:
-    libs.nccl_check(libs.nccl.ncclGroupStart(), f"ncclGroupStart ({what})")
-    for r in ranks:
-        r.use()
-        action(r)
-    libs.nccl_check(libs.nccl.ncclGroupEnd(), f"ncclGroupEnd ({what})")
+def _issue_all(libs: Libraries, issues: list[tuple[Rank, Callable[[], None]]], what: str) -> None:
+    """One operation on every GPU of this process: grouped when there are
+    several (as nccl-tests does); alone, its GPU is current throughout and
+    it needs no group."""
+    if len(issues) == 1:
+        issues[0][1]()
+    else:
+        _grouped(libs, issues, what)
 
 
 def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: int, nbytes: int,
@@ -246,14 +237,14 @@ def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: 
             if opts.check:
                 for r in ranks:
                     r.clear_recv()
-            issues = [_issuer(op, r, size, nranks, opts.redop) for r in ranks]
+            issues = [(r, _issuer(op, r, size, nranks, opts.redop)) for r in ranks]
             for _ in range(opts.warmup):
-                _issue_all(libs, ranks, issues, op)
+                _issue_all(libs, issues, op)
             for r in ranks:
                 r.sync()
             t = time.perf_counter()
             for _ in range(opts.iterations):
-                _issue_all(libs, ranks, issues, op)
+                _issue_all(libs, issues, op)
             for r in ranks:
                 r.sync()
             result.operations.append(OpResult(op, size, time.perf_counter() - t))
@@ -290,9 +281,10 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     nbytes = (_elements(max(opts.sizes)) + nranks) * 4 if opts.operations else 0
     ranks = [Rank(libs, first + i, world.rank * gpp + i, nbytes) for i in range(gpp)]
     t0 = time.perf_counter()
-    _grouped(libs, ranks, lambda r: libs.nccl_check(
-        libs.nccl.ncclCommInitRank(r.comm, nranks, uid[0], r.rank), f"ncclCommInitRank (rank {r.rank})"),
-        "init")
+    def init(r: Rank) -> None:
+        libs.nccl_check(libs.nccl.ncclCommInitRank(r.comm, nranks, uid[0], r.rank),
+                        f"ncclCommInitRank (rank {r.rank})")
+    _grouped(libs, [(r, partial(init, r)) for r in ranks], "init")
     result = ProbeResult(libs.nccl_version(), nranks, world.size, len(hosts), time.perf_counter() - t0)
     log(f"initialised {nranks} ranks on {len(hosts)} host(s) in {result.init_seconds:.2f} s")
 
