@@ -94,6 +94,10 @@ class HostFiles:
     def wake_board(self) -> Path:  # NCCLSIM_WAKE_BOARD: who sleeps on which words of the host's memory
         return self.directory / "wake-board"
 
+    @property
+    def delivery_board(self) -> Path:  # NCCLSIM_DELIVERY_BOARD: where NVLS gathers want their steps
+        return self.directory / "delivery-board"
+
 
 def host_topologies(base: Path) -> list[Path]:
     """base/h<i>/topo.xml of every host there, in host order."""

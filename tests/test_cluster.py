@@ -335,7 +335,8 @@ def test_write_host_artifacts(dgx: Any, catalog: GpuCatalog, tmp_path: Path) -> 
         env = {"NCCLSIM_PLATFORM": str(a.platform_conf), "NCCL_TOPO_FILE": str(a.topo_xml),
                "NCCL_HOSTID": host.host_id, "NCCLSIM_HOSTNAME": host.hostname,
                "NCCLSIM_TIME_BOARD": str(a.files.directory / "time-board"),
-               "NCCLSIM_WAKE_BOARD": str(a.files.directory / "wake-board")}
+               "NCCLSIM_WAKE_BOARD": str(a.files.directory / "wake-board"),
+               "NCCLSIM_DELIVERY_BOARD": str(a.files.directory / "delivery-board")}
         assert a.environment() == env
         # The same, as the `export` lines rank.sh sources: read back by a shell.
         shown = subprocess.run(["sh", "-c", f". {a.files.env} && env"], capture_output=True, text=True,

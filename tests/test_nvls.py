@@ -6,7 +6,9 @@ NCCL releases of the cache."""
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -83,6 +85,40 @@ def test_nvls_with_a_process_per_host(probe_run, tmp_path: Path, hosts: int, gpu
                     args=("--gpus-per-process", str(gpus)))
     assert report["nranks"] == hosts * gpus
     assert {t["algorithm"] for t in report["tuning"] if t["collective"] == "AllReduce"} == {name}, report["tuning"]
+
+
+def _deliveries(run_cli, run: Path, board: bool) -> tuple[int, int]:
+    """1 x 4 forced NVLS, a process per GPU, AllReduce and AllGather checked
+    by the probe: the gathers' steps, and how many of them a store wrote
+    straight into the output (the trace's nvls_delivered events)."""
+    trace = run / "trace"
+    trace.mkdir(parents=True)
+    unset = "" if board else "unset NCCLSIM_DELIVERY_BOARD; "  # the host's env file sets it for every rank
+    rank = (f"{unset}exec {sys.executable} -m ncclsim.probe --ops allreduce,allgather "
+            f"--sizes {1 << 20},{(3 << 20) + 4 * 1234} --iters 3")
+    proc = run_cli("launch", "--hosts", "1", "--gpus", "4", "--run-dir", str(run / "run"), "--", "sh", "-c", rank,
+                   env={"NCCL_ALGO": "NVLS", "NCCLSIM_TRACE": str(trace)}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = RunDir(run / "run").rank(0).stdout.read_text()
+    assert len(re.findall(r" B  checked", out)) == 4, out[-3000:]
+    events = [json.loads(line)["args"] for f in trace.glob("*.jsonl") for line in f.read_text().splitlines()
+              if '"nvls_delivered"' in line]
+    assert {e["who"].split()[1] for e in events} == {"0", "1", "2", "3"}, events[:4]  # every rank's gathers
+    return sum(e["steps"] for e in events), sum(e["delivered"] for e in events)
+
+
+def test_stores_deliver_into_the_gathers_outputs(run_cli, tmp_path: Path) -> None:
+    """A head's multicast store writes each large step straight into the
+    output of every GPU whose gather offered it on the host's delivery board,
+    instead of into the GPU's buffer for the gather to copy (deliveries.h).
+    With the board most steps arrive so (a store that comes before the
+    gather's offer writes the buffer); without it in the ranks, a store sees
+    only the offer of its own process's GPU, one of four. The results are
+    right either way."""
+    steps, delivered = _deliveries(run_cli, tmp_path / "with", board=True)
+    assert steps > 0 and delivered >= 0.5 * steps, (steps, delivered)  # ~0.8: a store may be first
+    steps_alone, delivered_alone = _deliveries(run_cli, tmp_path / "without", board=False)
+    assert steps_alone == steps and 0 < delivered_alone <= steps / 4, (steps, delivered_alone)
 
 
 def test_nvls_tree_with_fewer_heads_than_gpus(probe_run, tmp_path: Path) -> None:

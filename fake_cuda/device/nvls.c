@@ -76,6 +76,7 @@ static void allreduce_role(fc_coll *c, int role, bool tree)
     default: ok = role_prims(c, &p, &ch->nvls.treeUp, 1, down, ndown, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
+    if (role == GATHER) fc_prims_offer_output(&p, loop ? div_up(L.channelCount, loop) : 0);
     for (int64_t elemOffset = 0; elemOffset < L.channelCount; elemOffset += loop) {
         if (L.channelCount - elemOffset < loop) chunk = L.last;
         int64_t offset = L.gridOffset + elemOffset;
@@ -83,10 +84,10 @@ static void allreduce_role(fc_coll *c, int role, bool tree)
             int64_t nelem = min64(loop, L.channelCount - elemOffset);
             if (role == SCATTER) fc_prims_scatter(&p, offset, nelem, chunk, chunk, -1, 0);
             else fc_prims_gather(&p, offset, nelem, chunk, chunk, -1, 0, false);
-        } else { /* directRecvDirectSend */
+        } else { /* directRecvDirectSend; what the head stores lands at chunkOffset of every output */
             int64_t chunkOffset = elemOffset + ch->nvls.headRank * chunk;
             int64_t nelem = min64(chunk, L.channelCount - chunkOffset);
-            fc_prims_op(&p, true, true, FC_BUF_NONE, 0, FC_BUF_NONE, 0, nelem, false);
+            fc_prims_store(&p, true, FC_BUF_NONE, 0, L.gridOffset + chunkOffset, nelem);
         }
     }
     fc_prims_fini(&p);
@@ -113,12 +114,13 @@ static void allreduce_collnet_role(fc_coll *c, int role)
     default: ok = role_prims(c, &p, &ch->nvls.out, 1, &ch->nvls.down, 1, 0, 0); break; /* BCAST */
     }
     if (!ok) return;
+    if (role == GATHER) fc_prims_offer_output(&p, loop ? div_up(size, loop) : 0);
     for (int64_t gridOffset = 0; gridOffset < size; gridOffset += loop) {
         int64_t offset = gridOffset + bid * nHeads * chunk, nelem = min64(nHeads * chunk, size - offset);
         int64_t headOffset = gridOffset + (bid * nHeads + ch->nvls.headRank) * chunk;
         if (role == SCATTER) fc_prims_scatter(&p, offset, nelem, chunk, chunk, -1, 0);
         else if (role == GATHER) fc_prims_gather(&p, offset, nelem, chunk, chunk, -1, 0, false);
-        else fc_prims_op(&p, true, true, FC_BUF_NONE, 0, FC_BUF_NONE, 0, min64(chunk, size - headOffset), false);
+        else fc_prims_store(&p, true, FC_BUF_NONE, 0, headOffset, min64(chunk, size - headOffset));
     }
     fc_prims_fini(&p);
 }
@@ -144,12 +146,15 @@ static void one_host_role(fc_coll *c, int role)
     default: ok = role_prims(c, &p, &ch->nvls.down, 1, &no_peer, 0, 0, 0); break; /* REDUCE */
     }
     if (!ok) return;
+    if (role == GATHER) fc_prims_offer_output(&p, chunk ? div_up(channelCount, chunk) : 0);
     for (int64_t elemOffset = 0; elemOffset < channelCount; elemOffset += chunk) {
         int64_t offset = gridOffset + elemOffset, nelem = min64(chunk, channelCount - elemOffset);
         switch (role) {
         case GATHER: fc_prims_gather(&p, offset, nHeads * count, nelem, count, -1, 0, false); break;
         case SCATTER: fc_prims_scatter(&p, offset, nHeads * count, nelem, count, -1, 0); break;
-        case BCAST: FC_SEND(&p, offset, nelem); break;          /* into every GPU's buffer of this head */
+        case BCAST: /* into every GPU's buffer of this head, for its share of the output */
+            fc_prims_store(&p, false, FC_BUF_INPUT, offset, offset + ch->nvls.headRank * count, nelem);
+            break;
         default: FC_RECV(&p, offset, nelem, false); break;      /* the team's sum of this head's share */
         }
     }

@@ -8,11 +8,13 @@
 #include <string.h>
 
 #include "conn_cache.h"
+#include "deliveries.h"
 #include "emulation.h"
 #include "idle.h"
 #include "int_math.h"
 #include "step_time.h"
 #include "stream_store.h"
+#include "trace.h"
 
 #define NCCL_MODE_OFFSET 1
 /* LL: every NCCL_LL_CLEAN_MASK+1 steps the sender rewrites a whole step of
@@ -230,6 +232,80 @@ static bool multimem_load_reduce(fc_prims *p, const fc_conn *c, char *slot, void
     return true;
 }
 
+/* ---- steps delivered into the gathers' outputs (deliveries.h) ---- */
+
+/* A multicast store's destinations: member j's output where its gather
+ * offered it (hit[j], held until deliveries_done), else its copy of the slot. */
+typedef struct {
+    int conn; /* the send connection delivered through; -1: none */
+    char *slot;
+    bool hit[FC_MC_MAX_TEAM];
+    void *held[FC_MC_MAX_TEAM];
+} team_delivery;
+
+/* The destinations of `bytes` of send connection i's step landing at element
+ * outIx of the outputs, into dsts (one per member): false, with nothing
+ * held, when no member offered its output for the step. */
+static bool deliveries_open(fc_prims *p, int i, char *slot, int64_t outIx, size_t bytes, void **dsts,
+                            team_delivery *d)
+{
+    const fc_conn *c = &p->send[i];
+    int hits = 0;
+    for (int j = 0; j < c->mc->n; j++) {
+        uint64_t key = fc_mc_copy_key(c->mc, (uintptr_t)c->buff, j);
+        dsts[j] = fc_delivery_open(key, p->sstep[i], (size_t)outIx * p->esz, bytes, &d->held[j]);
+        d->hit[j] = dsts[j] != NULL;
+        hits += d->hit[j];
+        if (!dsts[j]) dsts[j] = buffer_copy(c, slot, j);
+    }
+    if (!hits) return false;
+    d->conn = i;
+    d->slot = slot;
+    return true;
+}
+
+/* After the data: each delivered member's slot gets the mark instead. */
+static void deliveries_done(fc_prims *p, team_delivery *d, int64_t outIx, size_t bytes)
+{
+    if (d->conn < 0) return;
+    const fc_conn *c = &p->send[d->conn];
+    for (int j = 0; j < c->mc->n; j++)
+        if (d->hit[j]) {
+            fc_delivery_mark(buffer_copy(c, d->slot, j), p->sstep[d->conn], outIx, bytes);
+            fc_mem_ref_release(d->held[j]);
+        }
+}
+
+/* A gather's step from receive connection i, `n` elements for element outIx
+ * of the output: 1 when a store delivered it there already, -1 (the
+ * emulation failed) when it delivered it elsewhere. */
+static int delivered(fc_prims *p, int i, const char *slot, int64_t outIx, int64_t n)
+{
+    int64_t ix;
+    uint64_t bytes;
+    if (!p->offered) return 0;
+    p->gathered++;
+    if (!fc_delivery_marked(slot, p->rstep[i], &ix, &bytes)) return 0;
+    if (ix == outIx && bytes == (uint64_t)n * p->esz) {
+        p->delivered++;
+        return 1;
+    }
+    fc_emu_fail(p->e, "%s: step %llu from rank %d was delivered to element %lld (%llu bytes), expected %lld "
+                "(%lld bytes)", p->who, (unsigned long long)p->rstep[i], p->recv[i].peer, (long long)ix,
+                (unsigned long long)bytes, (long long)outIx, (long long)n * (long long)p->esz);
+    return -1;
+}
+
+void fc_prims_offer_output(fc_prims *p, int64_t calls)
+{
+    if (!p->ok || !p->notes || p->e->no_payload || calls <= 0) return;
+    uint64_t steps = (uint64_t)calls * (uint64_t)p->slicePerChunk * (uint64_t)p->stepPerSlice;
+    for (int i = 0; i < p->nrecv; i++)
+        if (!p->recv[i].mc && fc_delivery_offer(p->recv[i].buff_key, p->rstep[i], p->rstep[i] + steps,
+                                                (uintptr_t)p->bufs[FC_BUF_OUTPUT]))
+            p->offered = true;
+}
+
 /* ---- connections ---- */
 
 static volatile char *fifo_entry(const fc_prims *p, const fc_conn *c, uint64_t step)
@@ -373,6 +449,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->bufs[FC_BUF_INPUT] = (char *)input;
     p->bufs[FC_BUF_OUTPUT] = (char *)output;
     p->notes = cfg->notes;
+    p->storeIx = -1;
     int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
     p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
     if (!p->esz || !fc_redop_valid(&op)) {
@@ -407,6 +484,10 @@ void fc_prims_fini(fc_prims *p)
     uint64_t steps = (uint64_t)p->e->L->NCCL_STEPS;
     for (int i = 0; i < p->nsend && p->notedStores; i++)
         if (p->send[i].mc && !fc_prims_conn_wait(p, &p->send[i], true, p->sstep[i] + steps)) break;
+    for (int i = 0; i < p->nrecv && p->offered; i++) fc_delivery_withdraw(p->recv[i].buff_key);
+    if (p->offered && fc_trace_enabled())
+        fc_trace_event("nvls_delivered", "\"who\":\"%s\",\"steps\":%u,\"delivered\":%u", p->who, p->gathered,
+                       p->delivered);
     for (int i = 0; i < p->nrecv; i++) *p->recv[i].step = p->rstep[i];
     for (int i = 0; i < p->nsend; i++) *p->send[i].step = p->sstep[i];
 }
@@ -563,20 +644,31 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 if (!multimem_load_reduce(p, &p->recv[i], slot, team, count)) return;
                 srcs[nsrcs++] = team;
             }
-        /* multicast sends of a large step: the own copy, notes to the others (notes_to_team) */
-        bool noted = send && by_reference(p, (size_t)(n > 0 ? n : 0) * p->esz);
+        /* multicast sends of a large step: into the outputs the team's
+         * gathers offered (deliveries.h), else the own copy and notes to the
+         * others (notes_to_team) */
+        size_t bytes = (size_t)(n > 0 ? n : 0) * p->esz;
+        bool noted = send && by_reference(p, bytes);
         int32_t self = noted ? fc_mem_ref_self() : 0;
         int own[FC_PRIMS_MAX_PEERS];
+        team_delivery d = {.conn = -1};
         if (send)
             for (int i = 0; i < p->nsend; i++) {
                 if (!wait_send(p, i, p->sstep[i] + (uint64_t)sps)) return;
                 fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
                 char *slot = simple_slot(p, &p->send[i], p->sstep[i]);
+                own[i] = -1;
+                if (noted && p->send[i].mc && p->storeIx >= 0 && d.conn < 0 &&
+                    deliveries_open(p, i, slot, p->storeIx + offset, bytes, &dsts[ndsts], &d)) {
+                    ndsts += p->send[i].mc->n;
+                    continue;
+                }
                 own[i] = noted && p->send[i].mc ? own_copy(&p->send[i], self) : -1;
                 if (own[i] >= 0) dsts[ndsts++] = buffer_copy(&p->send[i], slot, own[i]);
                 else ndsts += buffer_copies(&p->send[i], slot, (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
+        deliveries_done(p, &d, p->storeIx + offset, bytes);
         for (int i = 0; noted && i < p->nsend; i++)
             if (own[i] >= 0) {
                 notes_to_team(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (size_t)n * p->esz, own[i], self);
@@ -628,6 +720,9 @@ static void scatter_gather(fc_prims *p, bool send, int64_t bufIx, int64_t totalE
                     combine(p, srcs, 1, dsts, ndsts, (size_t)n, true, false);
             } else {
                 char *slot = simple_slot(p, &p->recv[i], p->rstep[i]);
+                int got = delivered(p, i, slot, bufIx + pOffset + offset, n);
+                if (got < 0) return;
+                if (got) continue; /* already in the output */
                 void *held[FC_MC_MAX_TEAM];
                 int nsrcs;
                 if (!team_sources(p, &p->recv[i], slot, (size_t)n * p->esz, srcs, held, &nsrcs)) return;
@@ -920,4 +1015,11 @@ void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int 
     if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
     else if (p->proto == FC_NCCL_PROTO_LL) ll_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
     else ll128_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
+}
+
+void fc_prims_store(fc_prims *p, bool recv, int src, int64_t srcIx, int64_t outIx, int64_t nelem)
+{
+    p->storeIx = outIx;
+    fc_prims_op(p, recv, true, src, srcIx, FC_BUF_NONE, 0, nelem, false);
+    p->storeIx = -1;
 }

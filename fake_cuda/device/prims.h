@@ -75,6 +75,9 @@ typedef struct {
     char *bufs[2]; /* user input, output */
     bool notes; /* fc_prims_cfg's */
     bool notedStores; /* a multicast store left notes naming this GPU's copy */
+    bool offered;     /* a gather's: its output is offered for deliveries (deliveries.h) */
+    uint32_t gathered, delivered; /* and the peers' steps it took since, and of those delivered */
+    int64_t storeIx;  /* during fc_prims_store: where the step lands in the gathers' outputs (-1: unknown) */
     fc_prims_wait waiting;
     bool ok;
 } fc_prims;
@@ -111,6 +114,16 @@ void fc_prims_scatter(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t pee
                       int shift);
 void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peerElem, int64_t peerOffset, int skip,
                      int shift, bool postOp);
+/* NVLS, steps delivered into the readers' outputs (deliveries.h). A
+ * gather's fc_prims (built with notes) that will next make `calls` calls of
+ * fc_prims_gather, each putting every peer's data at its element of the
+ * output without a post-op, offers the output for the steps those calls
+ * take; withdrawn by fc_prims_fini. And a multicast send whose data the
+ * team's gathers put at element outIx of their outputs: fc_prims_op(p, recv,
+ * true, src, srcIx, FC_BUF_NONE, 0, nelem, false), with the data written
+ * straight into the output of every GPU that offered it. */
+void fc_prims_offer_output(fc_prims *p, int64_t calls);
+void fc_prims_store(fc_prims *p, bool recv, int src, int64_t srcIx, int64_t outIx, int64_t nelem);
 /* NCCL's process<Recv, Send>(fn) (Simple, one step per chunk), for kernels
  * that place each step's data themselves: waits for one step on every
  * receive (when recv) and send (when send) connection, hands fn their slots

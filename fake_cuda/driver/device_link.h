@@ -59,6 +59,8 @@ bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out);
 /* The referenced bytes, readable in this process for `len` bytes until
  * fc_mem_ref_release(*hold); NULL when they cannot be mapped. */
 const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold);
+/* The same, to write them (NULL also when the file opens read-only). */
+void *fc_mem_ref_open_writable(const fc_mem_ref *r, size_t len, void **hold);
 void fc_mem_ref_release(void *hold);
 /* This process's pid, as references name it (getpid() without a system call). */
 int32_t fc_mem_ref_self(void);

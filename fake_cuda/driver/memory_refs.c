@@ -5,7 +5,8 @@
  * names the file that backs the bytes (a process that holds it open, its
  * descriptor, and the file's inode to recognise it) and the offset in it;
  * and where the bytes are in the process that wrote the reference, which
- * reads them there. Another process maps that file read-only once: the
+ * reads them there. Another process maps that file once (writable where
+ * the file opens so, for steps delivered into a reader's output): the
  * mappings are kept for later steps, up to MAX_MAPS of them; one not in use
  * goes when its descriptor names another file or to make room. A kept
  * mapping keeps its file's memory alive after its owner frees it, until
@@ -62,6 +63,7 @@ typedef struct {
     uint64_t ino;
     char *base;      /* NULL: a free entry */
     size_t len;
+    bool writable;
     int users;       /* readers between open and release */
     uint64_t used;   /* when last opened, for choosing one to drop */
 } peer_map;
@@ -93,28 +95,35 @@ static bool map_file(peer_map *m, const fc_mem_ref *r)
 {
     if (m->base) munmap(m->base, m->len);
     m->base = NULL;
-    int fd = fc_peer_fd_open(r->pid, r->fd, O_RDONLY);
+    bool writable = true;
+    int fd = fc_peer_fd_open(r->pid, r->fd, O_RDWR);
+    if (fd < 0) {
+        writable = false;
+        fd = fc_peer_fd_open(r->pid, r->fd, O_RDONLY);
+    }
     if (fd < 0) return false;
     struct stat st;
     bool same = fstat(fd, &st) == 0 && (uint64_t)st.st_ino == r->ino && st.st_size > 0;
-    void *p = same ? mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0) : MAP_FAILED;
+    int prot = writable ? PROT_READ | PROT_WRITE : PROT_READ;
+    void *p = same ? mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0) : MAP_FAILED;
     close(fd);
     if (p == MAP_FAILED) return false;
-    *m = (peer_map){.pid = r->pid, .fd = r->fd, .ino = r->ino, .base = p, .len = (size_t)st.st_size};
+    *m = (peer_map){.pid = r->pid, .fd = r->fd, .ino = r->ino, .base = p, .len = (size_t)st.st_size,
+                    .writable = writable};
     return true;
 }
 
-const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
+static void *open_ref(const fc_mem_ref *r, size_t len, bool write, void **hold)
 {
     *hold = NULL;
-    if (r->local_pid == fc_mem_ref_self()) return (const void *)(uintptr_t)r->addr;
+    if (r->local_pid == fc_mem_ref_self()) return (void *)(uintptr_t)r->addr;
     pthread_mutex_lock(&maps_lock);
     peer_map *m = NULL;
     for (int i = 0; i < MAX_MAPS && !m; i++)
         if (maps[i].base && maps[i].pid == r->pid && maps[i].fd == r->fd && maps[i].ino == r->ino) m = &maps[i];
     if (!m && (m = entry_for(r)) && !map_file(m, r)) m = NULL;
-    const void *at = NULL;
-    if (m && r->offset + len <= m->len) {
+    void *at = NULL;
+    if (m && r->offset + len <= m->len && (m->writable || !write)) {
         m->users++;
         m->used = ++clock_;
         *hold = m;
@@ -123,6 +132,10 @@ const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
     pthread_mutex_unlock(&maps_lock);
     return at;
 }
+
+const void *fc_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold) { return open_ref(r, len, false, hold); }
+
+void *fc_mem_ref_open_writable(const fc_mem_ref *r, size_t len, void **hold) { return open_ref(r, len, true, hold); }
 
 void fc_mem_ref_release(void *hold)
 {

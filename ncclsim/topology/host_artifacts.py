@@ -39,7 +39,8 @@ class HostArtifacts:
         """The variables that put a process on this host (besides the library path)."""
         return {"NCCLSIM_PLATFORM": str(self.platform_conf), "NCCL_TOPO_FILE": str(self.topo_xml),
                 "NCCL_HOSTID": self.host.host_id, "NCCLSIM_HOSTNAME": self.host.hostname,
-                "NCCLSIM_TIME_BOARD": str(self.files.time_board), "NCCLSIM_WAKE_BOARD": str(self.files.wake_board)}
+                "NCCLSIM_TIME_BOARD": str(self.files.time_board), "NCCLSIM_WAKE_BOARD": str(self.files.wake_board),
+                "NCCLSIM_DELIVERY_BOARD": str(self.files.delivery_board)}
 
     def env_text(self) -> str:
         return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in self.environment().items())

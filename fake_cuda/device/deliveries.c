@@ -1,0 +1,145 @@
+/* The delivery board (deliveries.h): an open-addressed table of offers,
+ * mapped shared from a file every process of a host maps. Only the gather
+ * that owns a connection writes its entry; stores read it under a sequence
+ * count (odd while the entry is being written), so a read that overlaps a
+ * write is seen as no offer. */
+#include "deliveries.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "device_link.h"
+#include "host_file.h"
+#include "log.h"
+
+#define ENTRIES (1u << 14) /* a host's gathers: GPUs x heads x channels (8 x 8 x 32 = 2048) */
+#define PROBES 64
+
+typedef struct {
+    _Atomic uint64_t key; /* 0: empty */
+    _Atomic uint64_t seq;
+    uint64_t first, end;
+    uint64_t bytes; /* of the output, from out.addr */
+    fc_mem_ref out;
+} entry;
+
+static entry *board;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void map_board(void)
+{
+    size_t bytes = (size_t)ENTRIES * sizeof(entry);
+    const char *path = getenv("NCCLSIM_DELIVERY_BOARD");
+    void *p = path && *path ? fc_host_file_map(path, bytes) : NULL;
+    if (!p && path && *path)
+        fc_log_fatal_config("cannot map the delivery board %s; NVLS steps go through their buffers", path);
+    if (!p) p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    board = p == MAP_FAILED ? NULL : p;
+}
+
+static entry *find(uint64_t key, bool insert)
+{
+    pthread_once(&once, map_board);
+    if (!board || !key) return NULL;
+    uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> 50; /* the product's high bits mix every bit of the key */
+    for (unsigned i = 0; i < PROBES; i++) {
+        entry *e = &board[(h + i) & (ENTRIES - 1)];
+        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+        if (k == key) return e;
+        if (k == 0) {
+            if (!insert) return NULL;
+            uint64_t zero = 0;
+            if (__atomic_compare_exchange_n(&e->key, &zero, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
+                zero == key)
+                return e;
+        }
+    }
+    return NULL;
+}
+
+/* The owner's write of an entry's fields between two moves of its count. */
+static void write_entry(entry *e, uint64_t first, uint64_t end, uint64_t bytes, const fc_mem_ref *out)
+{
+    __atomic_fetch_add(&e->seq, 1, __ATOMIC_ACQ_REL); /* odd: being written */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    e->first = first;
+    e->end = end;
+    e->bytes = bytes;
+    if (out) e->out = *out;
+    __atomic_fetch_add(&e->seq, 1, __ATOMIC_RELEASE);
+}
+
+bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, uintptr_t out)
+{
+    size_t bytes = fc_sim_memory_span(out);
+    fc_mem_ref ref;
+    if (first >= end || !bytes || !fc_mem_ref_make(out, bytes, &ref)) return false;
+    entry *e = find(key, true);
+    if (!e) return false;
+    write_entry(e, first, end, bytes, &ref);
+    return true;
+}
+
+void fc_delivery_withdraw(uint64_t key)
+{
+    entry *e = find(key, false);
+    if (e) write_entry(e, 0, 0, 0, NULL);
+}
+
+void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, void **hold)
+{
+    *hold = NULL;
+    entry *e = find(key, false);
+    if (!e) return NULL;
+    uint64_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
+    uint64_t first = e->first, end = e->end, span = e->bytes;
+    fc_mem_ref out = e->out;
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (seq % 2 || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return NULL; /* being written */
+    if (step < first || step >= end || at > span || bytes > span - at) return NULL;
+    char *base = fc_mem_ref_open_writable(&out, at + bytes, hold);
+    return base ? base + at : NULL;
+}
+
+/* ---- the mark in a delivered step's slot ---- */
+
+#define MARK_MAGIC 0x6e63636c73696d44ull /* "ncclsimD" */
+
+typedef struct {
+    uint64_t magic, check, step;
+    int64_t outIx;
+    uint64_t bytes;
+} mark;
+_Static_assert(sizeof(mark) == FC_DELIVERY_MARK_BYTES, "the mark's size is in the header");
+
+/* A check over the fields, so that no data a step left in a slot reads as a mark. */
+static uint64_t mark_check(const mark *m)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ m->step;
+    const uint64_t words[] = {(uint64_t)m->outIx, m->bytes};
+    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+        h ^= words[i];
+        h *= 0xff51afd7ed558ccdull;
+        h ^= h >> 33;
+    }
+    return h;
+}
+
+void fc_delivery_mark(void *slot, uint64_t step, int64_t outIx, uint64_t bytes)
+{
+    mark m = {.magic = MARK_MAGIC, .step = step, .outIx = outIx, .bytes = bytes};
+    m.check = mark_check(&m);
+    memcpy(slot, &m, sizeof m);
+}
+
+bool fc_delivery_marked(const void *slot, uint64_t step, int64_t *outIx, uint64_t *bytes)
+{
+    mark m;
+    memcpy(&m, slot, sizeof m);
+    if (m.magic != MARK_MAGIC || m.step != step || m.check != mark_check(&m)) return false;
+    *outIx = m.outIx;
+    *bytes = m.bytes;
+    return true;
+}
