@@ -180,9 +180,10 @@ def test_nvls_in_place_is_right(run_cli, tmp_path: Path, nccl_perf: Path, hosts:
                                 algo: str) -> None:
     """In place, the buffer the kernel writes is the one its NVLS scatter
     steps of 4 KiB and more name instead of copying (each head reads the
-    ranks' input where it is), and the gathers read the one copy a multicast
-    store wrote: every result must still be the reduction of the inputs as
-    they were."""
+    ranks' input where it is), and a multicast store writes straight into
+    the outputs the gathers offered (else the gathers read the one copy it
+    wrote): every result must still be the reduction of the inputs as they
+    were."""
     p = _perf(run_cli, tmp_path, nccl_perf, hosts, gpus, "-o", op, "-i", "1", "-b", "1M", "-e", "16M", "-f", "4",
               "-c", "1", env={"NCCL_ALGO": algo})
     sizes = _sweep(MiB, 16 * MiB, 4)
