@@ -3,6 +3,7 @@
 #include "time_board.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <sched.h>
 #include <string.h>
 #include <stdlib.h>
@@ -10,9 +11,11 @@
 #include <unistd.h>
 
 #include "host_file.h"
+#include "key_table.h"
 #include "log.h"
 
-#define ENTRIES (1u << 20) /* = 2^(64-44) */ /* 32 MiB of address space; only touched pages cost memory */
+#define ENTRY_BITS 20
+#define ENTRIES (1u << ENTRY_BITS) /* 32 MiB of address space; only touched pages cost memory */
 #define PROBES 64
 
 typedef struct {
@@ -20,6 +23,7 @@ typedef struct {
     _Atomic uint64_t t[2];
     uint64_t pad;
 } entry;
+_Static_assert(offsetof(entry, key) == 0, "key_table.h: an entry starts with its key");
 
 /* A shared resource's calendar: its uses, sorted, apart, merged where they
  * touch (a saturated NIC is one interval), under a spin lock (uses are a
@@ -54,21 +58,7 @@ static void map_board(void)
 static entry *find(uint64_t key, bool insert)
 {
     pthread_once(&once, map_board);
-    if (!board || !key) return NULL;
-    uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> 44; /* the product's high bits mix every bit of the key */
-    for (unsigned i = 0; i < PROBES; i++) {
-        entry *e = &board[(h + i) & (ENTRIES - 1)];
-        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
-        if (k == key) return e;
-        if (k == 0) {
-            if (!insert) return NULL;
-            uint64_t zero = 0;
-            if (__atomic_compare_exchange_n(&e->key, &zero, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-                zero == key)
-                return e;
-        }
-    }
-    return NULL;
+    return fc_key_table_find(board, sizeof(entry), ENTRY_BITS, PROBES, key, insert);
 }
 
 static calendar *calendar_of(uint64_t key)

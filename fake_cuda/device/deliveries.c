@@ -6,15 +6,18 @@
 #include "deliveries.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "device_link.h"
 #include "host_file.h"
+#include "key_table.h"
 #include "log.h"
 
-#define ENTRIES (1u << 14) /* a host's gathers: GPUs x heads x channels (8 x 8 x 32 = 2048) */
+#define ENTRY_BITS 14
+#define ENTRIES (1u << ENTRY_BITS) /* a host's gathers: GPUs x heads x channels (8 x 8 x 32 = 2048) */
 #define PROBES 64
 
 typedef struct {
@@ -24,6 +27,7 @@ typedef struct {
     uint64_t bytes; /* of the output, from out.addr */
     fc_mem_ref out;
 } entry;
+_Static_assert(offsetof(entry, key) == 0, "key_table.h: an entry starts with its key");
 
 static entry *board;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -42,21 +46,7 @@ static void map_board(void)
 static entry *find(uint64_t key, bool insert)
 {
     pthread_once(&once, map_board);
-    if (!board || !key) return NULL;
-    uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> 50; /* the product's high bits mix every bit of the key */
-    for (unsigned i = 0; i < PROBES; i++) {
-        entry *e = &board[(h + i) & (ENTRIES - 1)];
-        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
-        if (k == key) return e;
-        if (k == 0) {
-            if (!insert) return NULL;
-            uint64_t zero = 0;
-            if (__atomic_compare_exchange_n(&e->key, &zero, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) ||
-                zero == key)
-                return e;
-        }
-    }
-    return NULL;
+    return fc_key_table_find(board, sizeof(entry), ENTRY_BITS, PROBES, key, insert);
 }
 
 /* The owner's write of an entry's fields between two moves of its count. */

@@ -1,0 +1,34 @@
+/* Open addressing over a table that processes of a host share (the time
+ * board, the delivery board): entries of `entry_size` bytes, each starting
+ * with its key (0: empty), claimed by the first process to insert the key
+ * and never given back. Header only: each library links its own copy. */
+#ifndef NCCLSIM_COMMON_KEY_TABLE_H
+#define NCCLSIM_COMMON_KEY_TABLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The entry of `key` among the 2^bits of `table`, claimed when `insert`;
+ * NULL when the key is 0, absent, or finds no room within `probes` entries. */
+static inline void *fc_key_table_find(void *table, size_t entry_size, unsigned bits, unsigned probes, uint64_t key,
+                                      bool insert)
+{
+    if (!table || !key) return NULL;
+    uint64_t h = (key * 0x9e3779b97f4a7c15ull) >> (64 - bits); /* the product's high bits mix every bit of the key */
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    for (unsigned i = 0; i < probes; i++) {
+        uint64_t *at = (uint64_t *)(void *)((char *)table + ((h + i) & mask) * entry_size);
+        uint64_t k = __atomic_load_n(at, __ATOMIC_ACQUIRE);
+        if (k == key) return at;
+        if (k == 0) {
+            if (!insert) return NULL;
+            uint64_t zero = 0;
+            if (__atomic_compare_exchange_n(at, &zero, key, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) || zero == key)
+                return at;
+        }
+    }
+    return NULL;
+}
+
+#endif
