@@ -118,7 +118,9 @@ void fc_prims_gather(fc_prims *p, int64_t bufIx, int64_t totalElem, int64_t peer
  * gather's fc_prims (built with notes) that will next make `calls` calls of
  * fc_prims_gather, each putting every peer's data at its element of the
  * output without a post-op, offers the output for the steps those calls
- * take; withdrawn by fc_prims_fini. And a multicast send whose data the
+ * take; withdrawn by fc_prims_fini. `calls` must be exact (or fewer): a
+ * step past them is the next collective's, whose store must not find this
+ * output. And a multicast send whose data the
  * team's gathers put at element outIx of their outputs: fc_prims_op(p, recv,
  * true, src, srcIx, FC_BUF_NONE, 0, nelem, false), with the data written
  * straight into the output of every GPU that offered it. */
