@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "device_link.h"
 #include "host_file.h"
 #include "key_table.h"
 #include "log.h"
@@ -24,8 +23,7 @@ typedef struct {
     _Atomic uint64_t key; /* 0: empty */
     _Atomic uint64_t seq;
     uint64_t first, end;
-    uint64_t bytes; /* of the output, from out.addr */
-    fc_mem_ref out;
+    fc_delivery_output out;
 } entry;
 _Static_assert(offsetof(entry, key) == 0, "key_table.h: an entry starts with its key");
 
@@ -50,32 +48,34 @@ static entry *find(uint64_t key, bool insert)
 }
 
 /* The owner's write of an entry's fields between two moves of its count. */
-static void write_entry(entry *e, uint64_t first, uint64_t end, uint64_t bytes, const fc_mem_ref *out)
+static void write_entry(entry *e, uint64_t first, uint64_t end, const fc_delivery_output *out)
 {
     __atomic_fetch_add(&e->seq, 1, __ATOMIC_ACQ_REL); /* odd: being written */
     __atomic_thread_fence(__ATOMIC_RELEASE);
     e->first = first;
     e->end = end;
-    e->bytes = bytes;
     if (out) e->out = *out;
     __atomic_fetch_add(&e->seq, 1, __ATOMIC_RELEASE);
 }
 
-bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, uintptr_t out)
+bool fc_delivery_output_at(uintptr_t out, fc_delivery_output *o)
 {
-    size_t bytes = fc_sim_memory_span(out);
-    fc_mem_ref ref;
-    if (first >= end || !bytes || !fc_mem_ref_make(out, bytes, &ref)) return false;
-    entry *e = find(key, true);
+    o->bytes = fc_sim_memory_span(out);
+    return o->bytes && fc_mem_ref_make(out, o->bytes, &o->ref);
+}
+
+bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, const fc_delivery_output *out)
+{
+    entry *e = first < end ? find(key, true) : NULL;
     if (!e) return false;
-    write_entry(e, first, end, bytes, &ref);
+    write_entry(e, first, end, out);
     return true;
 }
 
 void fc_delivery_withdraw(uint64_t key)
 {
     entry *e = find(key, false);
-    if (e) write_entry(e, 0, 0, 0, NULL);
+    if (e) write_entry(e, 0, 0, NULL);
 }
 
 void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, void **hold)
@@ -84,12 +84,12 @@ void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, voi
     entry *e = find(key, false);
     if (!e) return NULL;
     uint64_t seq = __atomic_load_n(&e->seq, __ATOMIC_ACQUIRE);
-    uint64_t first = e->first, end = e->end, span = e->bytes;
-    fc_mem_ref out = e->out;
+    uint64_t first = e->first, end = e->end;
+    fc_delivery_output out = e->out;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (seq % 2 || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return NULL; /* being written */
-    if (step < first || step >= end || at > span || bytes > span - at) return NULL;
-    char *base = fc_mem_ref_open_writable(&out, at + bytes, hold);
+    if (step < first || step >= end || at > out.bytes || bytes > out.bytes - at) return NULL;
+    char *base = fc_mem_ref_open_writable(&out.ref, at + bytes, hold);
     return base ? base + at : NULL;
 }
 

@@ -28,11 +28,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device_link.h" /* fc_mem_ref */
+
+/* A gather's output as offers name it: the bytes from `out` to the end of
+ * its allocation. False when other processes cannot reach them. */
+typedef struct {
+    fc_mem_ref ref;
+    uint64_t bytes;
+} fc_delivery_output;
+bool fc_delivery_output_at(uintptr_t out, fc_delivery_output *o);
+
 /* The gather of the connection whose buffer is named `key` wants the steps
- * [first, end) at their element of the output at `out` (up to the end of its
- * allocation). False when the output cannot be named for other processes or
- * the board has no room: the steps then come through the slot. */
-bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, uintptr_t out);
+ * [first, end) at their element of `out`. False when the board has no room:
+ * the steps then come through the slot. */
+bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, const fc_delivery_output *out);
 void fc_delivery_withdraw(uint64_t key);
 
 /* Where step `step` of the connection named `key` goes when it lands at byte

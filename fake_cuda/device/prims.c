@@ -298,11 +298,13 @@ static int delivered(fc_prims *p, int i, const char *slot, int64_t outIx, int64_
 
 void fc_prims_offer_output(fc_prims *p, int64_t calls)
 {
-    if (!p->ok || !p->notes || p->e->no_payload || calls <= 0) return;
+    fc_delivery_output out; /* one output for every connection: named once */
+    if (!p->ok || !p->notes || p->e->no_payload || calls <= 0 ||
+        !fc_delivery_output_at((uintptr_t)p->bufs[FC_BUF_OUTPUT], &out))
+        return;
     uint64_t steps = (uint64_t)calls * (uint64_t)p->slicePerChunk * (uint64_t)p->stepPerSlice;
     for (int i = 0; i < p->nrecv; i++)
-        if (!p->recv[i].mc && fc_delivery_offer(p->recv[i].buff_key, p->rstep[i], p->rstep[i] + steps,
-                                                (uintptr_t)p->bufs[FC_BUF_OUTPUT]))
+        if (!p->recv[i].mc && fc_delivery_offer(p->recv[i].buff_key, p->rstep[i], p->rstep[i] + steps, &out))
             p->offered = true;
 }
 
@@ -449,7 +451,6 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
     p->bufs[FC_BUF_INPUT] = (char *)input;
     p->bufs[FC_BUF_OUTPUT] = (char *)output;
     p->notes = cfg->notes;
-    p->storeIx = -1;
     int stepBytes = cfg->stepBytes ? cfg->stepBytes : e->l->buffSizes[FC_NCCL_PROTO_SIMPLE] / e->L->NCCL_STEPS;
     p->stepElems = p->esz ? stepBytes / (int)p->esz : 0;
     if (!p->esz || !fc_redop_valid(&op)) {
@@ -610,8 +611,10 @@ static void take_source(const fc_prims *p, void *dst, size_t bytes, int src, int
 
 /* ---- Simple (prims_simple.h genericOp) ---- */
 
+/* storeIx >= 0: the multicast sends' data lands at that element of the
+ * team's outputs (fc_prims_store). */
 static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
-                      int64_t nelem, bool post)
+                      int64_t nelem, bool post, int64_t storeIx)
 {
     int spc = p->slicePerChunk, sps = p->stepPerSlice;
     if (nelem < 0) nelem = 0;
@@ -658,8 +661,8 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 fc_prims_conn_set_size(p, &p->send[i], p->sstep[i], n * (int64_t)p->esz);
                 char *slot = simple_slot(p, &p->send[i], p->sstep[i]);
                 own[i] = -1;
-                if (noted && p->send[i].mc && p->storeIx >= 0 && d.conn < 0 &&
-                    deliveries_open(p, i, slot, p->storeIx + offset, bytes, &dsts[ndsts], &d)) {
+                if (noted && p->send[i].mc && storeIx >= 0 && d.conn < 0 &&
+                    deliveries_open(p, i, slot, storeIx + offset, bytes, &dsts[ndsts], &d)) {
                     ndsts += p->send[i].mc->n;
                     continue;
                 }
@@ -668,7 +671,7 @@ static void simple_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx,
                 else ndsts += buffer_copies(&p->send[i], slot, (char **)&dsts[ndsts]);
             }
         combine(p, srcs, nsrcs, dsts, ndsts, (size_t)n, src == FC_BUF_INPUT, post);
-        deliveries_done(p, &d, p->storeIx + offset, bytes);
+        deliveries_done(p, &d, storeIx + offset, bytes);
         for (int i = 0; noted && i < p->nsend; i++)
             if (own[i] >= 0) {
                 notes_to_team(&p->send[i], simple_slot(p, &p->send[i], p->sstep[i]), (size_t)n * p->esz, own[i], self);
@@ -1012,14 +1015,17 @@ void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int 
     if (!p->ok || aborted(p)) return;
     recv = recv && p->nrecv;
     send = send && p->nsend;
-    if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
+    if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp, -1);
     else if (p->proto == FC_NCCL_PROTO_LL) ll_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
     else ll128_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
 }
 
 void fc_prims_store(fc_prims *p, bool recv, int src, int64_t srcIx, int64_t outIx, int64_t nelem)
 {
-    p->storeIx = outIx;
-    fc_prims_op(p, recv, true, src, srcIx, FC_BUF_NONE, 0, nelem, false);
-    p->storeIx = -1;
+    if (p->proto != FC_NCCL_PROTO_SIMPLE) { /* only Simple steps are delivered (NVLS is Simple) */
+        fc_prims_op(p, recv, true, src, srcIx, FC_BUF_NONE, 0, nelem, false);
+        return;
+    }
+    if (!p->ok || aborted(p)) return;
+    simple_op(p, recv && p->nrecv, p->nsend > 0, src, srcIx, FC_BUF_NONE, 0, nelem, false, outIx);
 }

@@ -77,7 +77,6 @@ typedef struct {
     bool notedStores; /* a multicast store left notes naming this GPU's copy */
     bool offered;     /* a gather's: its output is offered for deliveries (deliveries.h) */
     uint32_t gathered, delivered; /* and the peers' steps it took since, and of those delivered */
-    int64_t storeIx;  /* during fc_prims_store: where the step lands in the gathers' outputs (-1: unknown) */
     fc_prims_wait waiting;
     bool ok;
 } fc_prims;
