@@ -89,8 +89,10 @@ void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, voi
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (seq % 2 || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return NULL; /* being written */
     if (step < first || step >= end || at > out.bytes || bytes > out.bytes - at) return NULL;
-    char *base = fc_mem_ref_open_writable(&out.ref, at + bytes, hold);
-    return base ? base + at : NULL;
+    fc_mem_ref bytes_ref = out.ref; /* just the step's bytes: a mapping populates what is written */
+    bytes_ref.offset += at;
+    bytes_ref.addr += at;
+    return fc_mem_ref_open_writable(&bytes_ref, bytes, hold);
 }
 
 /* ---- the mark in a delivered step's slot ---- */

@@ -10,10 +10,18 @@
  * mappings are kept for later steps, up to MAX_MAPS of them; one not in use
  * goes when its descriptor names another file or to make room. A kept
  * mapping keeps its file's memory alive after its owner frees it, until
- * then. */
+ * then.
+ *
+ * The first access to each page of a mapping is a fault, a few microseconds
+ * each on a virtual machine whether or not the page exists yet: a large
+ * step's range is populated in one call instead (madvise MADV_POPULATE_*,
+ * Linux 5.14), once per chunk of the mapping. Only what the step reads or
+ * writes anyway is populated. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -58,6 +66,16 @@ bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
 
 enum { MAX_MAPS = 64 };
 
+#ifndef MADV_POPULATE_READ /* headers older than Linux 5.14 */
+#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_WRITE 23
+#endif
+/* Accesses this large are populated, by chunks of this size (the part of a
+ * chunk outside the access is populated too: at most a chunk's worth at
+ * each end, which the neighbouring steps of a collective touch anyway). */
+#define POPULATE_MIN_BYTES ((size_t)64 << 10)
+#define POPULATE_CHUNK ((size_t)64 << 10)
+
 typedef struct {
     int32_t pid, fd;
     uint64_t ino;
@@ -66,6 +84,7 @@ typedef struct {
     bool writable;
     int users;       /* readers between open and release */
     uint64_t used;   /* when last opened, for choosing one to drop */
+    uint64_t *populated; /* a bit per chunk, set once asked for; NULL: never populate */
 } peer_map;
 
 static peer_map maps[MAX_MAPS];
@@ -94,7 +113,9 @@ static peer_map *entry_for(const fc_mem_ref *r)
 static bool map_file(peer_map *m, const fc_mem_ref *r)
 {
     if (m->base) munmap(m->base, m->len);
+    free(m->populated);
     m->base = NULL;
+    m->populated = NULL;
     bool writable = true;
     int fd = fc_peer_fd_open(r->pid, r->fd, O_RDWR);
     if (fd < 0) {
@@ -108,9 +129,41 @@ static bool map_file(peer_map *m, const fc_mem_ref *r)
     void *p = same ? mmap(NULL, (size_t)st.st_size, prot, MAP_SHARED, fd, 0) : MAP_FAILED;
     close(fd);
     if (p == MAP_FAILED) return false;
+    size_t chunks = ((size_t)st.st_size + POPULATE_CHUNK - 1) / POPULATE_CHUNK;
     *m = (peer_map){.pid = r->pid, .fd = r->fd, .ino = r->ino, .base = p, .len = (size_t)st.st_size,
-                    .writable = writable};
+                    .writable = writable, .populated = calloc((chunks + 63) / 64, sizeof(uint64_t))};
     return true;
+}
+
+static bool populate_works = true; /* false once the kernel refused the advice */
+
+/* With maps_lock held: the part of [offset, offset+len) of m not populated
+ * yet, from its first such chunk to its last, marked as populated (its
+ * populating comes after the lock is released); false: nothing to do. */
+static bool claim_chunks(peer_map *m, uint64_t offset, size_t len, size_t *from, size_t *to)
+{
+    if (len < POPULATE_MIN_BYTES || !m->populated || !__atomic_load_n(&populate_works, __ATOMIC_RELAXED))
+        return false;
+    size_t first = SIZE_MAX, last = 0;
+    for (size_t c = offset / POPULATE_CHUNK; c <= (offset + len - 1) / POPULATE_CHUNK; c++) {
+        uint64_t bit = 1ull << (c % 64);
+        if (m->populated[c / 64] & bit) continue;
+        m->populated[c / 64] |= bit;
+        if (first == SIZE_MAX) first = c;
+        last = c;
+    }
+    if (first == SIZE_MAX) return false;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), end = (last + 1) * POPULATE_CHUNK;
+    *from = first * POPULATE_CHUNK;
+    *to = (end < m->len ? end : m->len) / page * page; /* whole pages inside the file */
+    return *to > *from;
+}
+
+/* A failure leaves the pages to their faults, as without it. */
+static void populate(char *at, size_t bytes, bool write)
+{
+    if (madvise(at, bytes, write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) != 0 && errno == EINVAL)
+        __atomic_store_n(&populate_works, false, __ATOMIC_RELAXED);
 }
 
 static void *open_ref(const fc_mem_ref *r, size_t len, bool write, void **hold)
@@ -123,13 +176,17 @@ static void *open_ref(const fc_mem_ref *r, size_t len, bool write, void **hold)
         if (maps[i].base && maps[i].pid == r->pid && maps[i].fd == r->fd && maps[i].ino == r->ino) m = &maps[i];
     if (!m && (m = entry_for(r)) && !map_file(m, r)) m = NULL;
     void *at = NULL;
+    size_t from = 0, to = 0;
+    bool fill = false;
     if (m && r->offset + len <= m->len && (m->writable || !write)) {
-        m->users++;
+        m->users++; /* which also keeps the mapping while it is populated */
         m->used = ++clock_;
         *hold = m;
         at = m->base + r->offset;
+        fill = claim_chunks(m, r->offset, len, &from, &to);
     }
     pthread_mutex_unlock(&maps_lock);
+    if (fill) populate(m->base + from, to - from, write);
     return at;
 }
 
