@@ -212,6 +212,28 @@ def test_new_communicators_are_right(run_cli, tmp_path: Path, nccl_perf: Path, a
     assert used == expected, (used, p.explain())
 
 
+def test_deliveries_go_on_for_many_communicators(run_cli, tmp_path: Path, nccl_perf: Path) -> None:
+    """Twenty NVLS communicators one after another on 1 x 8: each gather
+    offers its output on the host's delivery board for every collective
+    (deliveries.h), and its entry goes back to the board when the gather is
+    done. Entries kept for good filled the board after some 16 such
+    communicators, and the later ones' gathers offered nothing (their steps
+    went through the buffers: right, but slower)."""
+    rounds, ops = 20, 2  # per round: one timed operation and the checked one
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    p = _perf(run_cli, tmp_path, nccl_perf, 1, 8, "-b", "1M", "-e", "1M", "-n", "1", "-w", "0", "-c", "1",
+              "-R", str(rounds), env={"NCCL_ALGO": "NVLS", "NCCLSIM_TRACE": str(trace)})
+    _check_correct(p, [MiB] * rounds)
+    events = [json.loads(line)["args"] for f in trace.glob("*.jsonl") for line in f.read_text().splitlines()
+              if '"nvls_delivered"' in line]
+    offers: dict[str, int] = {}
+    for e in events:  # who: "rank R channel C <kernel> (gather)", the same in every round
+        offers[e["who"]] = offers.get(e["who"], 0) + 1
+    assert len(offers) >= 8 and set(offers.values()) == {rounds * ops}, offers
+    assert sum(e["delivered"] for e in events) >= 0.5 * sum(e["steps"] for e in events), events[-4:]
+
+
 def test_the_check_finds_missing_results(run_cli, tmp_path: Path, nccl_perf: Path) -> None:
     """-x 1 leaves the operation out of the checked run: every value received
     is still the NaN the receive buffer was filled with, and must be counted."""

@@ -72,10 +72,17 @@ bool fc_delivery_offer(uint64_t key, uint64_t first, uint64_t end, const fc_deli
     return true;
 }
 
+/* The entry goes back to the board: a communicator's buffers are freed with
+ * it, and their keys never come again (a board of entries kept forever
+ * filled up after some communicators). It holds no steps first, so that a
+ * store that found it before reads no offer, as does one that finds it
+ * claimed by another key (fc_delivery_open checks the key last). */
 void fc_delivery_withdraw(uint64_t key)
 {
     entry *e = find(key, false);
-    if (e) write_entry(e, 0, 0, NULL);
+    if (!e) return;
+    write_entry(e, 0, 0, NULL);
+    fc_key_table_give_back(e);
 }
 
 void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, void **hold)
@@ -88,6 +95,7 @@ void *fc_delivery_open(uint64_t key, uint64_t step, size_t at, size_t bytes, voi
     fc_delivery_output out = e->out;
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (seq % 2 || __atomic_load_n(&e->seq, __ATOMIC_RELAXED) != seq) return NULL; /* being written */
+    if (__atomic_load_n(&e->key, __ATOMIC_ACQUIRE) != key) return NULL;           /* given back meanwhile */
     if (step < first || step >= end || at > out.bytes || bytes > out.bytes - at) return NULL;
     fc_mem_ref bytes_ref = out.ref; /* just the step's bytes: a mapping populates what is written */
     bytes_ref.offset += at;

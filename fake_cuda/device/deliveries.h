@@ -18,6 +18,8 @@
  * steps [first, end) of the connection and is withdrawn when the gather has
  * read the last of them, before its kernel ends: no store of another
  * collective (steps past `end`) or of a later communicator can match it.
+ * Its entry goes back to the board then, for the offers of communicators
+ * to come.
  * The board is a file every process of a host maps (NCCLSIM_DELIVERY_BOARD,
  * in the run directory); when unset, it is private to the process (its GPUs
  * deliver among themselves). */
