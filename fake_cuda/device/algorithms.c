@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "collective.h"
+#include "names.h"
 
 typedef struct {
     int8_t coll, algo, proto;   /* the device function's name parts (layout.h); -1: not in the name */
@@ -117,7 +118,7 @@ static void run_coll(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_
         }
         c.op.arg = v;
     }
-    snprintf(c.who, sizeof c.who, "rank %d channel %d %s", e->l->rank, ch->id, f->name);
+    fc_flow_name(c.who, sizeof c.who, e->l->rank, ch->id, f->name, -1);
     run(&c);
 }
 

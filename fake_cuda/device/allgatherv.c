@@ -1,9 +1,9 @@
 /* AllGatherV's batched broadcasts (ncclDevWorkBcast work). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algorithms.h"
+#include "names.h"
 #include "prims.h"
 
 /* AllGatherV (2.29+, what ncclBroadcast becomes): one ring for the whole
@@ -12,7 +12,7 @@
 void fc_allgatherv_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const fc_nccl_batch *b)
 {
     char who[120];
-    snprintf(who, sizeof who, "rank %d channel %d %s", e->l->rank, ch->id, b->func->name);
+    fc_flow_name(who, sizeof who, e->l->rank, ch->id, b->func->name, -1);
     fc_prims_cfg cfg = {.proto = b->func->proto, .slicePerChunk = 1, .stepPerSlice = 1};
     fc_redop op = {.type = FC_NCCL_TYPE_i8, .redop = FC_NCCL_REDOP_Sum, .arg = 0};
     fc_prims p;

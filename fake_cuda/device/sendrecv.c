@@ -1,10 +1,10 @@
 /* Point-to-point work: sendrecv.h RunWorkBatch<ncclFuncSendRecv>. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algorithms.h"
 #include "int_math.h"
+#include "names.h"
 #include "prims.h"
 
 
@@ -94,8 +94,7 @@ void fc_sendrecv_batch(fc_emu *e, fc_task *t, const fc_nccl_channel *ch, const f
             f->addr = s ? w.p2p.sendAddr : w.p2p.recvAddr;
             f->bytes = s ? w.p2p.sendBytes : w.p2p.recvBytes;
             f->chunkSize = u32fp8_decode(s ? w.p2p.sendChunkSize_u32fp8 : w.p2p.recvChunkSize_u32fp8);
-            snprintf(f->who, sizeof f->who, "rank %d channel %d %s %s rank %d", l->rank, ch->id,
-                     s ? "send" : "recv", s ? "to" : "from", f->peer);
+            fc_flow_name(f->who, sizeof f->who, l->rank, ch->id, s ? "send to rank" : "recv from rank", f->peer);
             if (!f->chunkSize) f->chunkSize = 1;
             if (!fc_task_spawn(fc_task_sched(t), t, p2p_run, f)) fc_emu_fail(e, "%s: out of memory", f->who);
         }
