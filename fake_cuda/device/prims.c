@@ -296,6 +296,10 @@ static int delivered(fc_prims *p, int i, const char *slot, int64_t outIx, int64_
     return -1;
 }
 
+/* The receive connections a gather offers its output on: those from one
+ * member's copy of a multicast buffer (a multimem receive is a reduce's). */
+static bool offers_on(const fc_conn *c) { return !c->mc; }
+
 void fc_prims_offer_output(fc_prims *p, int64_t calls)
 {
     fc_delivery_output out; /* one output for every connection: named once */
@@ -304,7 +308,8 @@ void fc_prims_offer_output(fc_prims *p, int64_t calls)
         return;
     uint64_t steps = (uint64_t)calls * (uint64_t)p->slicePerChunk * (uint64_t)p->stepPerSlice;
     for (int i = 0; i < p->nrecv; i++)
-        if (!p->recv[i].mc && fc_delivery_offer(p->recv[i].buff_key, p->rstep[i], p->rstep[i] + steps, &out))
+        if (offers_on(&p->recv[i]) &&
+            fc_delivery_offer(p->recv[i].buff_key, p->rstep[i], p->rstep[i] + steps, &out))
             p->offered = true;
 }
 
@@ -485,7 +490,8 @@ void fc_prims_fini(fc_prims *p)
     uint64_t steps = (uint64_t)p->e->L->NCCL_STEPS;
     for (int i = 0; i < p->nsend && p->notedStores; i++)
         if (p->send[i].mc && !fc_prims_conn_wait(p, &p->send[i], true, p->sstep[i] + steps)) break;
-    for (int i = 0; i < p->nrecv && p->offered; i++) fc_delivery_withdraw(p->recv[i].buff_key);
+    for (int i = 0; i < p->nrecv && p->offered; i++) /* only what the gather may have claimed */
+        if (offers_on(&p->recv[i])) fc_delivery_withdraw(p->recv[i].buff_key);
     if (p->offered && fc_trace_enabled())
         fc_trace_event("nvls_delivered", "\"who\":\"%s\",\"steps\":%u,\"delivered\":%u", p->who, p->gathered,
                        p->delivered);
