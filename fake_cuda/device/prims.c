@@ -1015,23 +1015,26 @@ static void ll128_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, 
     fc_task_progress(p->t);
 }
 
-void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,
-                 bool postOp)
+/* One step of any protocol; storeIx >= 0: a multicast store's (simple_op).
+ * Only Simple steps are delivered (NVLS is Simple): the others ignore it. */
+static void prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx,
+                     int64_t nelem, bool postOp, int64_t storeIx)
 {
     if (!p->ok || aborted(p)) return;
     recv = recv && p->nrecv;
     send = send && p->nsend;
-    if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp, -1);
+    if (p->proto == FC_NCCL_PROTO_SIMPLE) simple_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp, storeIx);
     else if (p->proto == FC_NCCL_PROTO_LL) ll_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
     else ll128_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp);
 }
 
+void fc_prims_op(fc_prims *p, bool recv, bool send, int src, int64_t srcIx, int dst, int64_t dstIx, int64_t nelem,
+                 bool postOp)
+{
+    prims_op(p, recv, send, src, srcIx, dst, dstIx, nelem, postOp, -1);
+}
+
 void fc_prims_store(fc_prims *p, bool recv, int src, int64_t srcIx, int64_t outIx, int64_t nelem)
 {
-    if (p->proto != FC_NCCL_PROTO_SIMPLE) { /* only Simple steps are delivered (NVLS is Simple) */
-        fc_prims_op(p, recv, true, src, srcIx, FC_BUF_NONE, 0, nelem, false);
-        return;
-    }
-    if (!p->ok || aborted(p)) return;
-    simple_op(p, recv && p->nrecv, p->nsend > 0, src, srcIx, FC_BUF_NONE, 0, nelem, false, outIx);
+    prims_op(p, recv, true, src, srcIx, FC_BUF_NONE, 0, nelem, false, outIx);
 }
