@@ -5,6 +5,8 @@
    header), so a layout slip on either side shows up as wrong values.
 2. Two processes connect both ways and exchange 0 B, 1 B, 1 MiB and 64 MiB
    messages (tags matched, actual sizes reported); a closed peer is an error.
+   From and into simulated GPU memory, the large messages go as references
+   (the receiver copies from the sender's memory) with the same results.
    One thread's listen comms share a port; connections reach their own comm.
 3. Unmodified NCCL (2.30.7 installed, 2.21.5 from the cache) loads the plugin
    and connects 2 simulated hosts x 2 GPUs through it under mpiexec.
@@ -14,7 +16,7 @@
    its gathers and reduce-scatters.
 
 This file is also the harness the subprocesses of 1, 2 and 4 run:
-`python test_net_plugin.py props VERSION` / `peer VERSION a|b` / `shared VERSION` /
+`python test_net_plugin.py props VERSION` / `peer VERSION a|b [device]` / `shared VERSION` /
 `collnet RANK NRANKS`.
 """
 
@@ -307,9 +309,36 @@ def connect_and_accept(net: "Net", dev: int, handle, lcomm, timeout: float = 60)
     return send, recv
 
 
-def harness_peer(path: str, version: int, role: str) -> None:
-    """Connect to the other peer both ways, exchange SIZES, then (a) detect
-    that the peer closed its connection, or (b) close it."""
+class DeviceMemory:
+    """Buffers in simulated GPU memory, from ncclsim's driver (loaded before
+    the plugin looks for it, as NCCL's process has it)."""
+
+    def __init__(self, plugin_path: str) -> None:
+        import cffi
+        self.ffi = cffi.FFI()
+        self.ffi.cdef("int cuInit(unsigned); int cuDevicePrimaryCtxRetain(void**, int);"
+                      "int cuCtxSetCurrent(void*); int cuMemAlloc_v2(unsigned long long*, size_t);")
+        self.cuda = self.ffi.dlopen(str(Path(plugin_path).with_name("libcuda.so.1")))
+        ctx = self.ffi.new("void**")
+        for rc in (self.cuda.cuInit(0), self.cuda.cuDevicePrimaryCtxRetain(ctx, 0), self.cuda.cuCtxSetCurrent(ctx[0])):
+            if rc:
+                raise RuntimeError(f"driver set-up returned {rc}")
+
+    def buffer(self, net: "Net", data: bytes):
+        """A device buffer holding `data` (at least 1 byte), as a char* of net's."""
+        ptr = self.ffi.new("unsigned long long*")
+        if self.cuda.cuMemAlloc_v2(ptr, max(len(data), 1)):
+            raise RuntimeError("cuMemAlloc failed")
+        buf = net.ffi.cast("char*", ptr[0])  # simulated memory is mapped at its device address
+        net.ffi.memmove(buf, data, len(data))
+        return buf
+
+
+def harness_peer(path: str, version: int, role: str, device: bool = False) -> None:
+    """Connect to the other peer both ways, exchange SIZES (from and into
+    device memory when `device`), then (a) detect that the peer closed its
+    connection, or (b) close it."""
+    memory = DeviceMemory(path) if device else None
     net = Net(path, version)
     net.init()
     me, dev = (0, 0) if role == "a" else (1, 1)
@@ -321,16 +350,18 @@ def harness_peer(path: str, version: int, role: str) -> None:
 
     # Receives posted in reverse tag order, into buffers larger than the
     # messages: tags decide the match and the real size is reported.
-    rbufs = {i: net.ffi.new("char[]", n + 16) for i, n in enumerate(SIZES)}
+    rbufs = {i: memory.buffer(net, bytes(n + 16)) if memory else net.ffi.new("char[]", n + 16)
+             for i, n in enumerate(SIZES)}
     if NO_PAYLOAD:
-        for buf in rbufs.values():
-            net.ffi.memmove(buf, bytes([STALE]) * len(buf), len(buf))
+        for i, buf in rbufs.items():
+            net.ffi.memmove(buf, bytes([STALE]) * (SIZES[i] + 16), SIZES[i] + 16)
     pending = {}
     for i in reversed(range(len(SIZES))):
         req = net.irecv(recv, rbufs[i], SIZES[i] + 16, tag=i)
         assert req is not None
         pending[("recv", i)] = req
-    sbufs = {i: net.ffi.from_buffer("char[]", message(me, n) or b"\0") for i, n in enumerate(SIZES)}
+    sbufs = {i: memory.buffer(net, message(me, n)) if memory else net.ffi.from_buffer("char[]", message(me, n) or b"\0")
+             for i, n in enumerate(SIZES)}
     for i, n in enumerate(SIZES):
         req = net.isend(send, sbufs[i], n, tag=i)
         assert req is not None
@@ -586,7 +617,7 @@ if __name__ == "__main__":
     elif sys.argv[1] == "collnet":
         harness_collnet(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), int(sys.argv[3]))
     else:
-        harness_peer(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), sys.argv[3])
+        harness_peer(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]), sys.argv[3], sys.argv[4:] == ["device"])
     sys.exit(0)
 
 
@@ -684,11 +715,16 @@ def send_line(proc: subprocess.Popen, line: str) -> None:
     proc.stdin.flush()
 
 
-@pytest.mark.parametrize("version, payload", [(5, "1"), (12, "1"),  # int sizes / size_t sizes and contexts
-                                              (12, "0")])  # without payload: the non-zero words travel
-def test_two_processes_exchange_messages(version: int, payload: str, harness_env: dict[str, str]) -> None:
-    env = {**harness_env, "NCCLSIM_NO_PAYLOAD": "0" if payload == "1" else "1"}
-    peers = {role: subprocess.Popen([sys.executable, str(HARNESS), "peer", str(version), role],
+@pytest.mark.parametrize("version, payload, memory", [
+    (5, "1", "host"), (12, "1", "host"),  # int sizes / size_t sizes and contexts
+    (12, "0", "host"),  # without payload: the non-zero words travel
+    (12, "1", "device"),  # simulated GPU memory: the large messages as references
+    (12, "0", "device")])  # without payload: the non-zero words travel still
+def test_two_processes_exchange_messages(version: int, payload: str, memory: str,
+                                         harness_env: dict[str, str]) -> None:
+    env = {**harness_env, "NCCLSIM_NO_PAYLOAD": "0" if payload == "1" else "1",
+           "NCCLSIM_LOG": "3"}  # debug: the lines of the comms' close
+    peers = {role: subprocess.Popen([sys.executable, str(HARNESS), "peer", str(version), role, memory],
                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, bufsize=0)
              for role in ("a", "b")}
@@ -705,8 +741,15 @@ def test_two_processes_exchange_messages(version: int, payload: str, harness_env
         assert read_line(a, timeout=60) == f"PEER-CLOSED-ERROR {NCCL_REMOTE_ERROR}"
         send_line(b, "go")
         assert read_line(a) == read_line(b) == "BYE"
-        for p in (a, b):
+        logs = {}
+        for role, p in peers.items():
             assert p.wait(timeout=30) == 0, p.stderr.read().decode()
+            logs[role] = p.stderr.read().decode()
+        # each closes a send and a receive comm that carried the four messages
+        by_ref = 2 if memory == "device" and payload == "1" else 0  # 1 MiB and 64 MiB
+        for role, log in logs.items():
+            closes = re.findall(r"close (send|recv) comm after (\d+) messages, (\d+) of them by reference", log)
+            assert sorted(closes) == [("recv", "4", str(by_ref)), ("send", "4", str(by_ref))], (role, log[-3000:])
     finally:
         for p in (a, b):
             if p.poll() is None:

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mem_ref.h"
+
 struct CUstream_st;
 
 /* ---- driver -> device: implemented in device/kernel_launch.c ---- */
@@ -45,16 +47,8 @@ int fc_sim_memory_where(uintptr_t addr, uint64_t *key);
  * fc_multicast_view got while it stays are still right. */
 uint64_t fc_sim_memory_generation(void);
 
-/* memory_refs.c: bytes of simulated memory named so that any process of
- * the host can read them (a step that carries a reference to its data
- * instead of a copy). */
-typedef struct fc_mem_ref {
-    int32_t pid, fd;        /* a process, and its descriptor of the file that backs the bytes */
-    uint64_t ino, offset;   /* that file's inode; where the bytes start in it */
-    int32_t local_pid;      /* the writer of the reference, where they are at addr */
-    uint64_t addr;
-} fc_mem_ref;
-/* A reference to [addr, addr+len): false when no file backs the whole range. */
+/* memory_refs.c, references to simulated memory (common/mem_ref.h): one to
+ * [addr, addr+len); false when no file backs the whole range. */
 bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out);
 /* The referenced bytes, readable in this process for `len` bytes until
  * fc_mem_ref_release(*hold); NULL when they cannot be mapped. */

@@ -201,3 +201,15 @@ void fc_mem_ref_release(void *hold)
     ((peer_map *)hold)->users--;
     pthread_mutex_unlock(&maps_lock);
 }
+
+/* For the net plugin, which loads beside the driver (dlsym on libcuda.so.1):
+ * a network message between processes of one machine names its bytes too. */
+FC_API bool ncclsim_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
+{
+    return fc_mem_ref_make(addr, len, out);
+}
+FC_API const void *ncclsim_mem_ref_open(const fc_mem_ref *r, size_t len, void **hold)
+{
+    return fc_mem_ref_open(r, len, hold);
+}
+FC_API void ncclsim_mem_ref_release(void *hold) { fc_mem_ref_release(hold); }

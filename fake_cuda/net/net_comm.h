@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mem_ref.h"
 #include "net_types.h"
 
 /* Requests a comm can hold at once: NCCL keeps at most NCCL_STEPS (8) per
@@ -21,9 +22,23 @@ typedef struct fcn_frame {
     int32_t tag;
     uint64_t size;
     uint64_t arrive; /* modelled time the message reaches the peer (net_time.h); 0: untimed */
-    uint64_t wire;   /* bytes that follow: size, or the packed runs of a message without payload (net_sparse.h) */
-    uint64_t packed; /* 1: the bytes are packed runs */
+    uint64_t wire;   /* bytes that follow (form) */
+    uint64_t form;   /* what they are: enum fcn_wire_form */
 } fcn_frame;
+
+enum fcn_wire_form {
+    FCN_WIRE_BYTES = 0,  /* the message */
+    FCN_WIRE_PACKED = 1, /* the packed runs of a message without payload (net_sparse.h) */
+    /* a reference to the sender's bytes (fc_mem_ref), which the receiver
+     * copies from where they are and acknowledges with one byte back; the
+     * send completes then (the sender's buffer is NCCL's until that) */
+    FCN_WIRE_REF = 2,
+};
+
+/* Messages from this size go as references between processes that can
+ * follow them (fcn_comm.by_ref): moving a message through a socket copies
+ * it twice, into the kernel and out, with TCP's work per segment besides. */
+#define FCN_REF_MIN_BYTES ((size_t)64 << 10)
 
 enum fcn_req_kind { FCN_REQ_FREE = 0, FCN_REQ_SEND, FCN_REQ_RECV, FCN_REQ_FLUSH };
 
@@ -59,11 +74,16 @@ typedef struct fcn_comm {
     int wire_req;
     size_t wire_off;
     fcn_frame frame; /* header being sent or received */
-    const char *wire_data; /* send: the bytes after the header (the request's, or `packed`) */
+    const char *wire_data; /* send: the bytes after the header (the request's, `packed` or `ref`) */
+    fc_mem_ref ref;        /* a reference being sent or received */
+    int by_ref;            /* send: the receiver follows references (net_memory.h) */
+    int nsent;             /* send: requests at the queue's front sent as references, awaiting their acks */
+    unsigned acks_owed;    /* recv: acknowledgements of references not written yet */
     char *packed;          /* a message without payload, packed (send) or as received (recv) */
     size_t packed_cap;
     int rx_state;
     uint64_t nmsgs;  /* messages completed, for logs */
+    uint64_t nrefs;  /* of them, sent or received as references */
     short watched;   /* poll events a sleeping proxy waits for on fd (idle.h) */
 } fcn_comm;
 

@@ -7,7 +7,10 @@
  * keeps its progress in the handle itself (NCCL passes the same handle
  * buffer on every retry, as its own socket plugin relies on); the connector
  * then sends a hello {magic, key} so that accept() only hands out
- * connections meant for this listen comm. */
+ * connections meant for this listen comm. The handle also says which
+ * processes can follow the listener's references to memory
+ * (fcn_memory_reach): a connector among them sends large messages as
+ * references (net_comm.h). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -24,6 +27,7 @@
 #include "net_comm.h"
 #include "net_core.h"
 #include "net_listener.h"
+#include "net_memory.h"
 
 #define FCN_LISTEN_MAGIC 0x6e736c6eu
 
@@ -38,6 +42,7 @@ typedef struct fcn_handle {
     uint64_t magic;
     uint64_t key;
     struct sockaddr_in addr; /* the listener */
+    uint64_t reach;          /* the listener's fcn_memory_reach */
     int32_t dev;
     int32_t reserved;
     fcn_connecting *pending; /* connect()'s progress; NULL as listen() writes it */
@@ -108,6 +113,7 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
     h->magic = FCN_HANDLE_MAGIC;
     h->key = l->key;
     h->addr = a;
+    h->reach = fcn_memory_reach();
     h->dev = dev;
     *listen_comm = l;
     FCN_TRACE("listen dev %d on %s:%d", dev, fcn_address_text(a.sin_addr).s, ntohs(a.sin_port));
@@ -150,6 +156,7 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
             if (c) comm_free(c); else close(fd);
             return ncclSystemError;
         }
+        c->by_ref = h->reach && h->reach == fcn_memory_reach();
         p->comm = c;
         p->hello = (fcn_hello){.magic = FCN_HANDLE_MAGIC, .key = h->key};
         h->pending = p;
@@ -217,8 +224,8 @@ ncclResult_t fcn_close_comm(void *comm)
     fcn_comm *c = comm;
     if (!c) return ncclSuccess;
     if (c->magic != FCN_COMM_MAGIC) return ncclInvalidArgument;
-    FCN_TRACE("close %s comm after %llu messages", c->kind == FCN_SEND_COMM ? "send" : "recv",
-              (unsigned long long)c->nmsgs);
+    FCN_TRACE("close %s comm after %llu messages, %llu of them by reference",
+              c->kind == FCN_SEND_COMM ? "send" : "recv", (unsigned long long)c->nmsgs, (unsigned long long)c->nrefs);
     comm_free(c);
     return ncclSuccess;
 }

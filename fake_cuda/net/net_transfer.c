@@ -2,8 +2,9 @@
  * and test, which progresses the comm.
  *
  * Wire format: per message a fcn_frame {magic, tag, size, arrive, wire,
- * packed} then `wire` bytes: the message, or without payload its packed
- * non-zero words (net_sparse.h).
+ * form} then `wire` bytes: the message, without payload its packed
+ * non-zero words (net_sparse.h), or a reference to it in the sender's
+ * memory (net_comm.h), acknowledged with one byte the other way.
  * A send comm transmits its posted sends in posting order. A recv comm reads
  * a frame header only while a receive is posted, then gives the message to
  * the oldest posted receive with the same tag (NCCL posts receives in the
@@ -28,6 +29,7 @@
 #include "net_sparse.h"
 #include "payload.h"
 #include "net_time.h"
+#include "stream_store.h"
 
 #define FCN_MR_MAGIC 0x6e736d72u
 
@@ -103,9 +105,58 @@ static void complete(fcn_comm *c, int pos, size_t nbytes)
     r->nbytes = nbytes;
     r->done = 1;
     dequeue(c, pos);
+    c->nmsgs++;
+}
+
+/* The message on the wire is all there (sent or received). */
+static void wire_done(fcn_comm *c)
+{
     c->wire_req = -1;
     c->wire_off = 0;
-    c->nmsgs++;
+}
+
+/* The send at queue position pos is over: its buffer is NCCL's again. */
+static void send_done(fcn_comm *c, int pos)
+{
+    fcn_request *r = &c->req[c->queue[pos]];
+    fcn_time_sent(r->data, r->sent);
+    complete(c, pos, r->size);
+    fc_nudge_gpus(); /* NCCL's proxy returns the credit: a GPU may wait for it */
+}
+
+#define FCN_ACK 'a'
+
+/* Sends that went as references complete as their acknowledgements
+ * arrive, oldest first (the receiver takes messages in order). */
+static ncclResult_t take_acks(fcn_comm *c)
+{
+    if (!c->nsent || !fcn_ready_may_read(c, c->fd)) return ncclSuccess;
+    char acks[FCN_MAX_REQUESTS];
+    ssize_t k = recv(c->fd, acks, (size_t)c->nsent, MSG_DONTWAIT);
+    if (k < 0 && would_block()) return ncclSuccess;
+    if (k < 0) return socket_error(c, "receive", errno);
+    if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection", 0);
+    for (ssize_t i = 0; i < k; i++) {
+        if (acks[i] != FCN_ACK) return fail(c, ncclInternalError, "corrupt acknowledgement", 0);
+        c->nsent--;
+        c->nrefs++;
+        send_done(c, 0);
+    }
+    return ncclSuccess;
+}
+
+static ncclResult_t give_acks(fcn_comm *c)
+{
+    char acks[FCN_MAX_REQUESTS];
+    memset(acks, FCN_ACK, sizeof acks);
+    while (c->acks_owed) {
+        size_t n = c->acks_owed < sizeof acks ? c->acks_owed : sizeof acks;
+        ssize_t k = send(c->fd, acks, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && would_block()) return ncclSuccess;
+        if (k < 0) return socket_error(c, "send", errno);
+        c->acks_owed -= (unsigned)k;
+    }
+    return ncclSuccess;
 }
 
 /* A message landed in `data`: a GPU reading it as LL or LL128 lines waits on
@@ -122,24 +173,36 @@ static void wake_readers(char *data, size_t size)
     fc_nudge_gpus();
 }
 
+/* The frame of the send queued at idx, and what follows it. */
+static ncclResult_t start_send(fcn_comm *c, int idx)
+{
+    fcn_request *r = &c->req[idx];
+    c->wire_req = idx;
+    c->wire_off = 0;
+    c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size, .arrive = r->arrive,
+                           .wire = r->size, .form = FCN_WIRE_BYTES};
+    c->wire_data = r->data;
+    if (fc_no_payload()) {
+        size_t len = fcn_sparse_pack(r->data, r->size, &c->packed, &c->packed_cap);
+        if (len == (size_t)-1) return fail(c, ncclSystemError, "out of memory", 0);
+        c->frame.wire = len;
+        c->frame.form = FCN_WIRE_PACKED;
+        c->wire_data = c->packed;
+    } else if (c->by_ref && r->size >= FCN_REF_MIN_BYTES && fcn_memory_ref(r->data, r->size, &c->ref)) {
+        c->frame.wire = sizeof c->ref;
+        c->frame.form = FCN_WIRE_REF;
+        c->wire_data = (const char *)&c->ref;
+    }
+    return ncclSuccess;
+}
+
 static ncclResult_t progress_send(fcn_comm *c)
 {
-    while (c->nqueued > 0) {
-        fcn_request *r = &c->req[c->queue[0]];
-        if (c->wire_req != c->queue[0]) {
-            c->wire_req = c->queue[0];
-            c->wire_off = 0;
-            c->frame = (fcn_frame){.magic = FCN_FRAME_MAGIC, .tag = r->tag, .size = r->size, .arrive = r->arrive,
-                                   .wire = r->size};
-            c->wire_data = r->data;
-            if (fc_no_payload()) {
-                size_t len = fcn_sparse_pack(r->data, r->size, &c->packed, &c->packed_cap);
-                if (len == (size_t)-1) return fail(c, ncclSystemError, "out of memory", 0);
-                c->frame.wire = len;
-                c->frame.packed = 1;
-                c->wire_data = c->packed;
-            }
-        }
+    ncclResult_t rc = take_acks(c);
+    if (rc != ncclSuccess) return rc;
+    while (c->nqueued > c->nsent) {
+        int idx = c->queue[c->nsent];
+        if (c->wire_req != idx && (rc = start_send(c, idx)) != ncclSuccess) return rc;
         size_t total = sizeof c->frame + c->frame.wire;
         while (c->wire_off < total) {
             struct iovec iov[2];
@@ -154,9 +217,9 @@ static ncclResult_t progress_send(fcn_comm *c)
             if (k < 0) return socket_error(c, "send", errno);
             c->wire_off += (size_t)k;
         }
-        fcn_time_sent(r->data, r->sent);
-        complete(c, 0, r->size);
-        fc_nudge_gpus(); /* NCCL's proxy returns the credit: a GPU may wait for it */
+        wire_done(c);
+        if (c->frame.form == FCN_WIRE_REF) c->nsent++; /* done at its acknowledgement */
+        else send_done(c, c->nsent);
     }
     return ncclSuccess;
 }
@@ -167,6 +230,25 @@ static int match(const fcn_comm *c, int tag)
     for (int i = 0; i < c->nqueued; i++)
         if (c->req[c->queue[i]].tag == tag) return i;
     return -1;
+}
+
+/* A message sent as a reference: its bytes copied from the sender's memory
+ * into the receive's, and an acknowledgement owed. A copy this large is
+ * read next by the GPU (another thread): it bypasses this one's cache. */
+static ncclResult_t take_ref(fcn_comm *c, char *into, size_t size)
+{
+    void *hold;
+    const void *at = fcn_memory_open(&c->ref, size, &hold);
+    if (!at) {
+        FCN_WARN("cannot read a %zu-byte message in the memory of process %d, its sender", size, (int)c->ref.pid);
+        return fail(c, ncclSystemError, "a message's bytes cannot be read", 0);
+    }
+    fc_copy_for_reader(into, at, size, size >= FC_STREAM_MIN_BYTES);
+    fc_stream_fence();
+    fcn_memory_release(hold);
+    c->acks_owed++;
+    c->nrefs++;
+    return ncclSuccess;
 }
 
 static ncclResult_t progress_recv(fcn_comm *c)
@@ -186,7 +268,10 @@ static ncclResult_t progress_recv(fcn_comm *c)
                 if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection", 0);
                 c->wire_off += (size_t)k;
             }
-            if (c->frame.magic != FCN_FRAME_MAGIC || (!c->frame.packed && c->frame.wire != c->frame.size))
+            bool fits = c->frame.form == FCN_WIRE_BYTES    ? c->frame.wire == c->frame.size
+                        : c->frame.form == FCN_WIRE_REF    ? c->frame.wire == sizeof c->ref
+                                                           : c->frame.form == FCN_WIRE_PACKED;
+            if (c->frame.magic != FCN_FRAME_MAGIC || !fits)
                 return fail(c, ncclInternalError, "corrupt message header", 0);
             c->rx_state = FCN_RX_MATCH;
         }
@@ -210,10 +295,12 @@ static ncclResult_t progress_recv(fcn_comm *c)
         fcn_request *r = &c->req[c->wire_req];
         size_t total = sizeof c->frame + c->frame.wire;
         char *into = r->data;
-        if (c->frame.packed) { /* the runs first, then into the buffer */
+        if (c->frame.form == FCN_WIRE_PACKED) { /* the runs first, then into the buffer */
             if (!fcn_sparse_room(&c->packed, &c->packed_cap, c->frame.wire))
                 return fail(c, ncclSystemError, "out of memory", 0);
             into = c->packed;
+        } else if (c->frame.form == FCN_WIRE_REF) {
+            into = (char *)&c->ref;
         }
         while (c->wire_off < total) {
             size_t done = c->wire_off - sizeof c->frame;
@@ -223,11 +310,16 @@ static ncclResult_t progress_recv(fcn_comm *c)
             if (k == 0) return fail(c, ncclRemoteError, "the peer closed the connection mid-message", 0);
             c->wire_off += (size_t)k;
         }
-        if (c->frame.packed && !fcn_sparse_unpack(c->packed, c->frame.wire, r->data, c->frame.size))
+        if (c->frame.form == FCN_WIRE_PACKED && !fcn_sparse_unpack(c->packed, c->frame.wire, r->data, c->frame.size))
             return fail(c, ncclInternalError, "corrupt message without payload", 0);
+        if (c->frame.form == FCN_WIRE_REF) {
+            ncclResult_t rc = take_ref(c, r->data, c->frame.size);
+            if (rc != ncclSuccess) return rc;
+        }
         fcn_time_received(r->data, c->frame.arrive);
         r->arrive = c->frame.arrive;
         complete(c, 0, c->frame.size);
+        wire_done(c);
         wake_readers(r->data, c->frame.size);
         c->rx_state = FCN_RX_HEADER;
     }
@@ -238,8 +330,14 @@ static ncclResult_t progress(fcn_comm *c)
 {
     if (c->error != ncclSuccess) return c->error;
     ncclResult_t rc = c->kind == FCN_SEND_COMM ? progress_send(c) : progress_recv(c);
-    /* What a sleeping proxy must wake for: room to send, data to receive. */
-    short want = rc != ncclSuccess || !c->nqueued ? 0 : c->kind == FCN_SEND_COMM ? POLLOUT : POLLIN;
+    if (rc == ncclSuccess && c->acks_owed) rc = give_acks(c);
+    /* What a sleeping proxy must wake for: room to send (a message, an
+     * acknowledgement), data to receive (a message, an acknowledgement). */
+    short want = 0;
+    if (rc == ncclSuccess && c->kind == FCN_SEND_COMM)
+        want = (short)((c->nqueued > c->nsent ? POLLOUT : 0) | (c->nsent ? POLLIN : 0));
+    else if (rc == ncclSuccess)
+        want = (short)((c->nqueued ? POLLIN : 0) | (c->acks_owed ? POLLOUT : 0));
     if (want != c->watched) {
         fc_watch_fd(c->fd, want);
         c->watched = want;
