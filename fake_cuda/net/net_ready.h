@@ -1,7 +1,8 @@
-/* Which of a thread's receive connections have data, one poll() per pass.
+/* Which of a thread's connections have something to read (a receive's
+ * message, a send's acknowledgement), one poll() per pass.
  *
  * NCCL's proxy thread passes over its operations again and again and tests
- * each pending receive once per pass; a test reads the socket, and a read
+ * each pending request once per pass; a test reads the socket, and a read
  * that finds nothing is a system call all the same: with a large AllReduce
  * in flight, 80,000 a second on 2 x 8, nearly all of them empty. Here a
  * thread's pass is the run of tests between two tests of the same
@@ -15,8 +16,9 @@
 
 #include <stdbool.h>
 
-/* Before reading comm's socket (fd) for a new message, on the thread that
- * tests it: false when this pass's poll found nothing to read there. */
+/* Before reading comm's socket (fd) for a new message or acknowledgement,
+ * on the thread that tests it: false when the previous pass's poll found
+ * nothing to read there. */
 bool fcn_ready_may_read(const void *comm, int fd);
 
 #endif
