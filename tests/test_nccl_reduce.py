@@ -101,7 +101,7 @@ def lib(tmp_path_factory: pytest.TempPathFactory) -> Lib:
     assert cc, "a C compiler (gcc) is needed to build fake_cuda and this test"
     out = tmp_path_factory.mktemp("nccl_reduce") / "libnccl_reduce.so"
     cmd = [cc, "-std=gnu11", "-O2", "-fPIC", "-shared", "-Wall", "-Wextra", "-Werror",
-           f"-I{DEVICE}", str(DEVICE / "reduce.c"), "-o", str(out), "-pthread"]
+           f"-I{DEVICE}", f"-I{DEVICE.parent / 'common'}", str(DEVICE / "reduce.c"), "-o", str(out), "-pthread"]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stderr}"
     ffi = cffi.FFI()
