@@ -61,16 +61,19 @@ const fc_conn_kept *fc_conn_cache_lookup(const fc_nccl_launch *l, const fc_nccl_
 {
     uintptr_t peer_slot = fc_nccl_peer_slot(ch, peer);
     unsigned which = which_of(send, connIndex, proto);
-    const fc_conn_kept *k = slot(peer_slot, which, false);
+    fc_conn_kept *k = slot(peer_slot, which, false);
     if (!k || !peer_slot || k->peer_slot != peer_slot || k->which != which ||
         k->generation != fc_sim_memory_generation())
         return NULL;
+    if (k->checked_in == l->serial) return k; /* earlier in this launch */
     uintptr_t peerp;
     memcpy(&peerp, (const void *)peer_slot, sizeof peerp);
     uintptr_t at = fc_nccl_conn_of_peer(l, peerp, send, connIndex);
     if (at != k->fields.at) return NULL; /* only the kept one is known to be readable */
     fc_conn_fields now = fc_conn_fields_at(l->rel->layout, at, proto);
-    return same_fields(&now, &k->fields) ? k : NULL;
+    if (!same_fields(&now, &k->fields)) return NULL;
+    k->checked_in = l->serial;
+    return k;
 }
 
 void fc_conn_cache_keep(const fc_nccl_channel *ch, int peer, bool send, int connIndex, int proto,

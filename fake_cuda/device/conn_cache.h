@@ -7,9 +7,12 @@
  * and operation. A kept connection is used again while what the kernel
  * reads of it (its ncclConnInfo's fields) is unchanged and no memory of the
  * process went away since (fc_sim_memory_generation): the answers of those
- * lookups cannot have changed. A multicast team's member that binds other
- * memory while this process keeps its mapping is seen at the next set-up
- * only; NCCL binds its NVLS buffers once per communicator, and the
+ * lookups cannot have changed. Within one launch the fields cannot change
+ * either (NCCL sets connections up between its kernels): the check of a
+ * launch's connections before it runs (resolve.c) vouches for them when its
+ * flows set them up. A multicast team's member that binds other memory
+ * while this process keeps its mapping is seen at the next set-up only;
+ * NCCL binds its NVLS buffers once per communicator, and the
  * communicator's end unmaps them here too. */
 #ifndef NCCLSIM_DEVICE_CONN_CACHE_H
 #define NCCLSIM_DEVICE_CONN_CACHE_H
@@ -32,6 +35,7 @@ typedef struct {
     unsigned which;        /* send or receive, connIndex, protocol */
     fc_conn_fields fields; /* as they were when it was set up */
     uint64_t generation;   /* fc_sim_memory_generation then */
+    uint64_t checked_in;   /* the launch (serial) that last found it unchanged */
     fc_conn conn;
 } fc_conn_kept;
 

@@ -185,10 +185,12 @@ static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, in
 
 fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args, size_t size, unsigned grid)
 {
+    static uint64_t launches;
     fc_nccl_launch *l = calloc(1, sizeof *l);
     if (!l) return NULL;
     const fc_nccl_layout *L = rel->layout;
     l->rel = rel;
+    l->serial = __atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
     l->grid = grid;
     l->rank = l->nRanks = -1;
     if (size > MAX_ARGS_BYTES) size = MAX_ARGS_BYTES;

@@ -76,6 +76,7 @@ typedef struct {
 
 typedef struct fc_nccl_launch {
     const fc_nccl_release *rel;
+    uint64_t serial; /* this launch's number in the process, from 1 */
     char kernel[96]; /* the kernel's name, demangled identifier */
     unsigned long long stream;
     unsigned grid, block;
