@@ -1,6 +1,7 @@
-/* A reference to bytes of simulated memory that any process of the machine
- * can read (driver/memory_refs.c makes and follows them): what a step of
- * NCCL's protocol, or a network message, carries instead of a copy. */
+/* A reference to bytes of simulated memory that another process of the
+ * machine can read, through /proc/<pid>/fd (driver/memory_refs.c makes and
+ * follows them): what a step of NCCL's protocol, or a network message,
+ * carries instead of a copy. */
 #ifndef NCCLSIM_COMMON_MEM_REF_H
 #define NCCLSIM_COMMON_MEM_REF_H
 
