@@ -1,9 +1,9 @@
 /* The parts of a collective work item every algorithm uses (see collective.h). */
 #include "collective.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "names.h"
 
 static int grain(const fc_nccl_layout *L, int proto)
 {
@@ -73,16 +73,7 @@ static void role_flow_run(fc_task *t, void *arg)
     const role_flow *f = arg;
     fc_coll c = *f->c;
     c.t = t;
-    /* "<the collective's who> (<role>)", the role left out if it does not
-     * fit; put together by hand: it is made for every role of every channel
-     * and launch, and snprintf showed in profiles of small collectives */
-    size_t n = strlen(c.who), k = strlen(f->name);
-    if (n + 4 + k < sizeof c.who) {
-        c.who[n] = ' ';
-        c.who[n + 1] = '(';
-        memcpy(c.who + n + 2, f->name, k);
-        memcpy(c.who + n + 2 + k, ")", 2);
-    }
+    fc_flow_name_add_role(c.who, sizeof c.who, f->name);
     f->fn(&c, f->role);
 }
 

@@ -1,6 +1,8 @@
 /* The names of NCCL's device-function parts (names.h). */
 #include "names.h"
 
+#include <string.h>
+
 #include "layout.h"
 
 #define FC_NCCL_NAME_(n) #n,
@@ -54,4 +56,15 @@ void fc_flow_name(char *out, size_t n, int rank, int channel, const char *what, 
         put_int(&b, peer);
     }
     out[b.len] = 0;
+}
+
+void fc_flow_name_add_role(char *name, size_t n, const char *role)
+{
+    size_t len = strlen(name);
+    if (len + strlen(role) + 4 > n) return; /* " (", ")" and the end */
+    name_buf b = {name, n, len};
+    put_str(&b, " (");
+    put_str(&b, role);
+    put_str(&b, ")");
+    name[b.len] = 0;
 }

@@ -17,5 +17,8 @@ const char *fc_nccl_proto_name(int proto);
  * to fit n bytes. Put together without printf: every flow of every launch
  * has one, and snprintf showed in profiles of small collectives. */
 void fc_flow_name(char *out, size_t n, int rank, int channel, const char *what, int peer);
+/* A flow's name `name` (in n bytes) followed by " (<role>)": the role of
+ * the collective the flow plays, left out when it does not fit whole. */
+void fc_flow_name_add_role(char *name, size_t n, const char *role);
 
 #endif
