@@ -153,7 +153,9 @@ static bool claim_chunks(peer_map *m, uint64_t offset, size_t len, size_t *from,
         last = c;
     }
     if (first == SIZE_MAX) return false;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE), end = (last + 1) * POPULATE_CHUNK;
+    static size_t page; /* read once (maps_lock is held) */
+    if (!page) page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t end = (last + 1) * POPULATE_CHUNK;
     *from = first * POPULATE_CHUNK;
     *to = (end < m->len ? end : m->len) / page * page; /* whole pages inside the file */
     return *to > *from;
