@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "hash_mix.h"
 #include "host_file.h"
 #include "key_table.h"
 #include "log.h"
@@ -117,14 +118,8 @@ _Static_assert(sizeof(mark) == FC_DELIVERY_MARK_BYTES, "the mark's size is in th
 /* A check over the fields, so that no data a step left in a slot reads as a mark. */
 static uint64_t mark_check(const mark *m)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ m->step;
     const uint64_t words[] = {(uint64_t)m->outIx, m->bytes};
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
-        h ^= words[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 33;
-    }
-    return h;
+    return fc_hash_words(m->step, words, sizeof words / sizeof *words);
 }
 
 void fc_delivery_mark(void *slot, uint64_t step, int64_t outIx, uint64_t bytes)

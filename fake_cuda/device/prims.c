@@ -10,6 +10,7 @@
 #include "conn_cache.h"
 #include "deliveries.h"
 #include "emulation.h"
+#include "hash_mix.h"
 #include "idle.h"
 #include "int_math.h"
 #include "step_time.h"
@@ -128,15 +129,9 @@ typedef struct {
 
 static uint64_t step_ref_check(const step_ref *r)
 {
-    uint64_t h = 0x9e3779b97f4a7c15ull ^ r->bytes;
     const uint64_t words[] = {(uint64_t)(uint32_t)r->ref.pid << 32 | (uint32_t)r->ref.fd, r->ref.ino,
                               r->ref.offset, (uint64_t)(uint32_t)r->ref.local_pid, r->ref.addr};
-    for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
-        h ^= words[i];
-        h *= 0xff51afd7ed558ccdull;
-        h ^= h >> 33;
-    }
-    return h;
+    return fc_hash_words(r->bytes, words, sizeof words / sizeof *words);
 }
 
 static void write_note(void *slot, const fc_mem_ref *ref, size_t bytes)

@@ -7,19 +7,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hash_mix.h"
+
 static int (*memory_where)(uintptr_t addr, uint64_t *key);
 static bool (*ref_make)(uintptr_t addr, size_t len, fc_mem_ref *out);
 static const void *(*ref_open)(const fc_mem_ref *r, size_t len, void **hold);
 static void (*ref_release)(void *hold);
 static uint64_t reach;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v;
-    h *= 0xff51afd7ed558ccdull;
-    return h ^ h >> 33;
-}
 
 /* The kernel (its boot id), the pid namespace and the user: processes that
  * agree on all three can open each other's descriptors through /proc. */
@@ -31,9 +26,9 @@ static uint64_t reach_of_this_process(void)
     if (f) fclose(f);
     struct stat ns;
     if (!n || stat("/proc/self/ns/pid", &ns) != 0) return 0;
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (size_t i = 0; i < n; i++) h = mix(h, (unsigned char)boot[i]);
-    h = mix(mix(mix(h, (uint64_t)ns.st_dev), (uint64_t)ns.st_ino), (uint64_t)getuid());
+    uint64_t h = FC_HASH_SEED;
+    for (size_t i = 0; i < n; i++) h = fc_hash_mix(h, (unsigned char)boot[i]);
+    h = fc_hash_mix(fc_hash_mix(fc_hash_mix(h, (uint64_t)ns.st_dev), (uint64_t)ns.st_ino), (uint64_t)getuid());
     return h ? h : 1;
 }
 
