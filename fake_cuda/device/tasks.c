@@ -151,11 +151,15 @@ static __attribute__((noinline)) void resume(fc_sched *s, fc_task *t)
  * running a thread of the process), per flow and launch. An NVLS AllReduce
  * runs 5 flows per channel, a step of scratch in some (the team's sum): the
  * thread keeps that many flows, and its scratch apart from them (a flow
- * given the next launch's role may not need it), up to a bound. */
+ * given the next launch's role may not need it), up to a bound. When the
+ * bound is reached the smallest buffers make way for larger ones: a run's
+ * small operations leave many small LL staging buffers, and large ones
+ * each need a step's worth (64 KiB and up, fresh mappings every launch
+ * if not kept). */
 #define KEPT_FLOWS 512
-#define KEPT_SCRATCH 64
-#define KEPT_SCRATCH_BYTES (1u << 20)        /* a larger scratch buffer is not kept */
-#define KEPT_SCRATCH_TOTAL_BYTES (8u << 20) /* nor one past this much kept in all */
+#define KEPT_SCRATCH 128
+#define KEPT_SCRATCH_BYTES (1u << 20)         /* a larger scratch buffer is not kept */
+#define KEPT_SCRATCH_TOTAL_BYTES (16u << 20) /* nor more than this much in all */
 typedef struct {
     fc_task *flow[KEPT_FLOWS];
     int n;
@@ -194,16 +198,40 @@ static kept_flows *kept(void)
     return k;
 }
 
-/* A flow's scratch goes back to the thread's, or is freed. */
+/* The index of the thread's smallest kept scratch buffer; -1: none. */
+static int smallest_kept(const kept_flows *k)
+{
+    int best = -1;
+    for (int i = 0; i < k->nscratch; i++)
+        if (best < 0 || k->scratch[i].size < k->scratch[best].size) best = i;
+    return best;
+}
+
+static void drop_kept(kept_flows *k, int i)
+{
+    free(k->scratch[i].p);
+    k->scratch_bytes -= k->scratch[i].size;
+    k->scratch[i] = k->scratch[--k->nscratch];
+}
+
+/* A flow's scratch goes back to the thread's, in place of smaller ones
+ * when the thread keeps its bound, or is freed. */
 static void scratch_put(fc_task *t)
 {
     kept_flows *k = kept();
     if (!t->scratch) return;
-    if (k && k->nscratch < KEPT_SCRATCH && t->scratch_size <= KEPT_SCRATCH_BYTES &&
-        k->scratch_bytes + t->scratch_size <= KEPT_SCRATCH_TOTAL_BYTES) {
+    size_t size = t->scratch_size;
+    if (k && size <= KEPT_SCRATCH_BYTES) {
+        int s;
+        while ((k->nscratch == KEPT_SCRATCH || k->scratch_bytes + size > KEPT_SCRATCH_TOTAL_BYTES) &&
+               (s = smallest_kept(k)) >= 0 && k->scratch[s].size < size)
+            drop_kept(k, s);
+    }
+    if (k && k->nscratch < KEPT_SCRATCH && size <= KEPT_SCRATCH_BYTES &&
+        k->scratch_bytes + size <= KEPT_SCRATCH_TOTAL_BYTES) {
         k->scratch[k->nscratch].p = t->scratch;
-        k->scratch[k->nscratch++].size = t->scratch_size;
-        k->scratch_bytes += t->scratch_size;
+        k->scratch[k->nscratch++].size = size;
+        k->scratch_bytes += size;
     } else {
         free(t->scratch);
     }
