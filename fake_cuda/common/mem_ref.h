@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 typedef struct fc_mem_ref {
-    int32_t pid, fd;        /* a process, and its descriptor of the file that backs the bytes */
+    int32_t pid, fd;        /* a process, and its descriptor of the file that backs the bytes;
+                             * fd -1: zeros no file backs (driver/zero_source.c), at offset */
     uint64_t ino, offset;   /* that file's inode; where the bytes start in it */
     int32_t local_pid;      /* the writer of the reference, where they are at addr */
     uint64_t addr;

@@ -11,6 +11,7 @@
 #include "device_link.h"
 #include "log.h"
 #include "payload.h"
+#include "stand_in.h"
 #include "tasks.h"
 #include "timeline.h"
 
@@ -81,11 +82,13 @@ void fc_emu_run(fc_nccl_launch *l)
         e.no_payload = fc_no_payload();
         uint64_t start = fc_time_kernel_start();
         fc_sched_set_start(sched, start);
+        uintptr_t *inputs = e.no_payload ? NULL : fc_stand_in_inputs(l);
         for (int i = 0; i < l->nchannels; i++) {
             flows[i] = (channel_flow){&e, &l->channels[i]};
             if (!fc_task_spawn(sched, NULL, run_channel, &flows[i])) fc_emu_fail(&e, "out of memory");
         }
         if (!fc_emu_failed(&e)) fc_sched_run(sched);
+        fc_stand_in_restore(l, inputs);
         uint64_t end = fc_sched_end(sched); /* the kernel ends with its last channel */
         fc_time_op_end(end);
         if (e.timed && !fc_emu_failed(&e)) fc_timeline_kernel(l, start, end);

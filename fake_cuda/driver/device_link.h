@@ -59,6 +59,13 @@ void fc_mem_ref_release(void *hold);
 /* This process's pid, as references name it (getpid() without a system call). */
 int32_t fc_mem_ref_self(void);
 
+/* zero_source.c: a read-only stand-in for addr where no byte from addr to
+ * the end of its range of simulated memory was ever written (a hole of its
+ * file, which reads as zeros): the same zeros, read without allocating
+ * pages for them; 0 when there is data there, the range is small or no
+ * file backs it. Valid for the process's life. */
+uintptr_t fc_zero_stand_in(uintptr_t addr);
+
 /* multicast.c: the memory behind a multicast mapping. Copy i of an address x
  * of the mapping, on the i-th device of the object's team, is x + delta[i],
  * mapped in this process (it can be dereferenced). */

@@ -129,6 +129,11 @@ bool fc_registry_overlaps(uintptr_t base, size_t size);
 /* The memfd behind [addr, addr+len) and the offset of addr in it, when the
  * whole range is in one allocation backed by one (false otherwise). */
 bool fc_backing_fd(uintptr_t addr, size_t len, int *fd, size_t *offset);
+/* zero_source.c: the stand-ins' reserved zeros (fc_zero_stand_in), as
+ * references name them: addr's offset in them (false: not in them), and
+ * `len` bytes at an offset (NULL: past them). */
+bool fc_zero_offset(uintptr_t addr, uint64_t *offset);
+const void *fc_zero_at(uint64_t offset, size_t len);
 /* memory_refs.c: descriptor `fd` of process `pid` (a memfd it shares),
  * opened in this process through /proc/<pid>/fd with open()'s `flags`;
  * -1 with errno set when it cannot be. */

@@ -54,6 +54,12 @@ int32_t fc_mem_ref_self(void)
 
 bool fc_mem_ref_make(uintptr_t addr, size_t len, fc_mem_ref *out)
 {
+    uint64_t zero_off;
+    if (len && fc_zero_offset(addr, &zero_off)) { /* a stand-in's zeros: no file, each reader has its own */
+        int32_t self = fc_mem_ref_self();
+        *out = (fc_mem_ref){.pid = self, .fd = -1, .offset = zero_off, .local_pid = self, .addr = addr};
+        return true;
+    }
     fc_alloc a;
     if (!len || !fc_registry_find(addr, &a) || a.kind == FC_MEM_MULTICAST || a.fd < 0 || !a.ino ||
         addr + len > a.base + a.size)
@@ -172,6 +178,7 @@ static void *open_ref(const fc_mem_ref *r, size_t len, bool write, void **hold)
 {
     *hold = NULL;
     if (r->local_pid == fc_mem_ref_self()) return (void *)(uintptr_t)r->addr;
+    if (r->fd < 0) return write ? NULL : (void *)(uintptr_t)fc_zero_at(r->offset, len);
     pthread_mutex_lock(&maps_lock);
     peer_map *m = NULL;
     for (int i = 0; i < MAX_MAPS && !m; i++)
