@@ -158,8 +158,8 @@ static __attribute__((noinline)) void resume(fc_sched *s, fc_task *t)
  * if not kept). */
 #define KEPT_FLOWS 512
 #define KEPT_SCRATCH 128
-#define KEPT_SCRATCH_BYTES (1u << 20)         /* a larger scratch buffer is not kept */
-#define KEPT_SCRATCH_TOTAL_BYTES (16u << 20) /* nor more than this much in all */
+#define KEPT_SCRATCH_BYTES (1u << 20)       /* a larger scratch buffer is not kept */
+#define KEPT_SCRATCH_TOTAL_BYTES (8u << 20)  /* nor more than this much in all */
 typedef struct {
     fc_task *flow[KEPT_FLOWS];
     int n;
