@@ -9,22 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CUDA(call)                                                                       \
-    do {                                                                                 \
-        cudaError_t e_ = (call);                                                         \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
-#define NCCL(call)                                                                       \
-    do {                                                                                 \
-        ncclResult_t r_ = (call);                                                        \
-        if (r_ != ncclSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#include "call_checks.h"
 
 /* Shared memory this process has in memory (simulated memory is shared). */
 static long rss_shmem_kib(void)
