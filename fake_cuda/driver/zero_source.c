@@ -38,7 +38,7 @@ static void reserve(void)
     if (p == MAP_FAILED) return;
     char *base = (char *)(((uintptr_t)p + ZERO_ALIGN - 1) & ~(uintptr_t)(ZERO_ALIGN - 1));
     madvise(base, ZERO_SPAN, MADV_HUGEPAGE); /* refused where huge pages are off: 4 KiB zero pages then */
-    zero_base = base;
+    __atomic_store_n(&zero_base, base, __ATOMIC_RELEASE); /* fc_zero_offset reads it without the once */
 }
 
 static char *zeros(void)
@@ -55,7 +55,7 @@ const void *fc_zero_at(uint64_t offset, size_t len)
 
 bool fc_zero_offset(uintptr_t addr, uint64_t *offset)
 {
-    char *z = __atomic_load_n(&zero_base, __ATOMIC_RELAXED); /* none reserved: no address is in it */
+    char *z = __atomic_load_n(&zero_base, __ATOMIC_ACQUIRE); /* none reserved: no address is in it */
     if (!z || addr < (uintptr_t)z || addr - (uintptr_t)z >= ZERO_SPAN) return false;
     *offset = addr - (uintptr_t)z;
     return true;
