@@ -121,6 +121,27 @@ def test_stores_deliver_into_the_gathers_outputs(run_cli, tmp_path: Path) -> Non
     assert steps_alone == steps and 0 < delivered_alone <= steps / 4, (steps, delivered_alone)
 
 
+def test_unwritten_inputs_are_read_as_zeros_across_processes(run_cli, leftovers, tmp_path: Path) -> None:
+    """1 x 8 forced NVLS, a process per GPU: AllReduce of inputs nobody wrote
+    (tests/workloads/unwritten_inputs.py) gives zeros on every rank. The
+    heads read their peers' inputs through references, here to the zeros
+    each process stands in with; read in place, each rank would fault in its
+    own input and the parts of its peers' it reads (18 MiB per rank for
+    4 MiB inputs), where mapping the team's outputs for their stores takes
+    about one input's worth."""
+    run = tmp_path / "run"
+    proc = run_cli("launch", "--hosts", "1", "--gpus", "8", "--run-dir", str(run), "--",
+                   sys.executable, str(Path(__file__).parent / "workloads" / "unwritten_inputs.py"),
+                   env={"NCCL_ALGO": "NVLS"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = RunDir(run).rank(0).stdout.read_text()
+    m = re.search(r"unwritten inputs of (\d+) KiB on 8 ranks: zeros; shared memory grew at most (-?\d+) KiB", out)
+    assert m, out[-3000:]
+    input_kib, grew_kib = int(m.group(1)), int(m.group(2))
+    assert grew_kib < 2 * input_kib, f"a rank's shared memory grew {grew_kib} KiB reading {input_kib} KiB of holes"
+    leftovers.assert_none(run)
+
+
 def test_nvls_tree_with_fewer_heads_than_gpus(probe_run, tmp_path: Path) -> None:
     """hgx-h100-4nic: four NICs, so four heads per host (GPUs 0, 2, 4, 6, as on
     real 2 x 8 H100 logs); the other GPUs only scatter and gather."""

@@ -1,0 +1,73 @@
+"""Ranks under MPI all-reduce 4 MiB inputs that nobody wrote (a program's own
+kernels would write them on a GPU; the simulated GPU runs none), after one
+AllReduce of written inputs that sets up NCCL's buffers: the result must be
+zeros on every rank. Each rank prints how much its shared memory in use grew
+during the unwritten one (reading the holes in place would fault in the
+inputs' pages, its own and those of peers it reads)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+from mpi4py import MPI
+
+from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM, load
+
+COUNT = 1 << 20  # floats: 4 MiB per rank
+NBYTES = COUNT * 4
+
+
+def rss_shmem_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssShmem:"):
+                return int(line.split()[1])
+    raise RuntimeError("no RssShmem in /proc/self/status")
+
+
+libs = load()
+ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
+world = MPI.COMM_WORLD
+rank, nranks = world.Get_rank(), world.Get_size()
+uid = ffi.new("ncclUniqueId *")
+if rank == 0:
+    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
+ffi.memmove(uid, raw, len(raw))
+hosts = world.allgather(socket.gethostname())
+libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")  # the host's n-th rank: GPU n
+comm = ffi.new("ncclComm_t *")
+libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
+written, unwritten, out = ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
+for p in (written, unwritten, out):
+    libs.cuda_check(cuda.cudaMalloc(p, NBYTES), "cudaMalloc")
+
+
+def allreduce(src: object) -> bytes:
+    libs.cuda_check(cuda.cudaMemset(out[0], 0x7F, NBYTES), "cudaMemset")
+    libs.nccl_check(nccl.ncclAllReduce(src, out[0], COUNT, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
+                    "ncclAllReduce")
+    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")
+    host = ffi.new("char[]", NBYTES)
+    libs.cuda_check(cuda.cudaMemcpy(host, out[0], NBYTES, CUDA_MEMCPY_D2H), "cudaMemcpy")
+    return bytes(ffi.buffer(host))
+
+
+ones = struct.pack("<f", float(rank + 1)) * COUNT
+libs.cuda_check(cuda.cudaMemcpy(written[0], ones, NBYTES, CUDA_MEMCPY_H2D), "cudaMemcpy")
+want = struct.pack("<f", float(nranks * (nranks + 1) // 2)) * COUNT
+if allreduce(written[0]) != want:
+    raise SystemExit(f"rank {rank}: the written inputs' AllReduce is wrong")
+world.Barrier()
+before = rss_shmem_kib()
+got = allreduce(unwritten[0])
+grew = rss_shmem_kib() - before
+if got != bytes(NBYTES):
+    first = next(i for i, b in enumerate(got) if b)
+    raise SystemExit(f"rank {rank}: unwritten inputs' AllReduce gave a non-zero byte at {first}")
+growths = world.gather(grew, root=0)
+libs.nccl_check(nccl.ncclCommDestroy(comm[0]), "ncclCommDestroy")
+if rank == 0:
+    print(f"unwritten inputs of {NBYTES >> 10} KiB on {nranks} ranks: zeros; "
+          f"shared memory grew at most {max(growths)} KiB", flush=True)
