@@ -20,6 +20,7 @@ import threading
 import time
 
 import cffi
+from proc_status import status_kib
 
 CDEF = """
 typedef int cudaError_t;
@@ -97,14 +98,6 @@ class CudaError(RuntimeError):
 def ck(rc: int, what: str) -> None:
     if rc != 0:
         raise CudaError(f"{what} -> {rc} ({ffi.string(rt.cudaGetErrorName(rc)).decode()})")
-
-
-def rss_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def loaded_libcuda() -> list[str]:
@@ -374,14 +367,14 @@ def check_meminfo() -> dict:
     free, total = ffi.new("size_t *"), ffi.new("size_t *")
     ck(rt.cudaMemGetInfo(free, total), "cudaMemGetInfo")
     free0, total0 = free[0], total[0]
-    rss0 = rss_kib()
+    rss0 = status_kib("VmRSS")
     p = malloc(GiB)
-    rss1 = rss_kib()
+    rss1 = status_kib("VmRSS")
     ck(rt.cudaMemGetInfo(free, total), "cudaMemGetInfo")
     free1 = free[0]
     # Touch one page per MiB of the first 16 MiB: only those pages become resident.
     ck(rt.cudaMemset(p, 1, 16 << 20), "cudaMemset 16 MiB")
-    rss2 = rss_kib()
+    rss2 = status_kib("VmRSS")
     ck(rt.cudaFree(p), "cudaFree")
     ck(rt.cudaMemGetInfo(free, total), "cudaMemGetInfo")
     free2 = free[0]

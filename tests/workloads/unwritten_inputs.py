@@ -12,18 +12,12 @@ import struct
 
 from mpi4py import MPI
 
+from proc_status import status_kib
+
 from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM, load
 
 COUNT = 1 << 20  # floats: 4 MiB per rank
 NBYTES = COUNT * 4
-
-
-def rss_shmem_kib() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssShmem:"):
-                return int(line.split()[1])
-    raise RuntimeError("no RssShmem in /proc/self/status")
 
 
 libs = load()
@@ -60,9 +54,9 @@ want = struct.pack("<f", float(nranks * (nranks + 1) // 2)) * COUNT
 if allreduce(written[0]) != want:
     raise SystemExit(f"rank {rank}: the written inputs' AllReduce is wrong")
 world.Barrier()
-before = rss_shmem_kib()
+before = status_kib("RssShmem")
 got = allreduce(unwritten[0])
-grew = rss_shmem_kib() - before
+grew = status_kib("RssShmem") - before
 if got != bytes(NBYTES):
     first = next(i for i, b in enumerate(got) if b)
     raise SystemExit(f"rank {rank}: unwritten inputs' AllReduce gave a non-zero byte at {first}")
