@@ -1,8 +1,8 @@
 """Ranks under MPI all-reduce 4 MiB inputs that nobody wrote (a program's own
 kernels would write them on a GPU; the simulated GPU runs none), after one
 AllReduce of written inputs that sets up NCCL's buffers: the result must be
-zeros on every rank. Each rank prints how much its shared memory in use grew
-during the unwritten one (reading the holes in place would fault in the
+zeros on every rank. Rank 0 prints the most any rank's shared memory in use
+grew during the unwritten one (reading the holes in place would fault in the
 inputs' pages, its own and those of peers it reads)."""
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def allreduce(src: object) -> bytes:
     return bytes(ffi.buffer(host))
 
 
-ones = struct.pack("<f", float(rank + 1)) * COUNT
-libs.cuda_check(cuda.cudaMemcpy(written[0], ones, NBYTES, CUDA_MEMCPY_H2D), "cudaMemcpy")
+mine = struct.pack("<f", float(rank + 1)) * COUNT
+libs.cuda_check(cuda.cudaMemcpy(written[0], mine, NBYTES, CUDA_MEMCPY_H2D), "cudaMemcpy")
 want = struct.pack("<f", float(nranks * (nranks + 1) // 2)) * COUNT
 if allreduce(written[0]) != want:
     raise SystemExit(f"rank {rank}: the written inputs' AllReduce is wrong")
