@@ -17,25 +17,24 @@ static bool shares_range(uintptr_t in, uintptr_t out)
 
 /* Only plain collectives: with registered buffers, peers reach the input
  * itself, and its work names more buffers than these two. */
-static bool candidate(const fc_nccl_work *w)
+static bool plain(const fc_nccl_work *w)
 {
-    return w->type == FC_NCCL_WORK_COLL && !w->coll.regUsed && !w->coll.netRegUsed && w->coll.sendbuff &&
-           !shares_range(w->coll.sendbuff, w->coll.recvbuff);
+    return w->type == FC_NCCL_WORK_COLL && !w->coll.regUsed && !w->coll.netRegUsed && w->coll.sendbuff;
 }
 
 uintptr_t *fc_stand_in_inputs(fc_nccl_launch *l)
 {
     uintptr_t *saved = NULL;
-    uintptr_t last = 0, last_zero = 0; /* a launch's works mostly share their buffers: one check */
+    uintptr_t last = 0, last_zero = 0; /* a launch's works mostly share their buffers: one question */
     for (int i = 0; i < l->nworks; i++) {
         fc_nccl_work *w = &l->works[i];
-        if (!candidate(w)) continue;
+        if (!plain(w)) continue;
         uintptr_t in = w->coll.sendbuff;
         if (in != last) {
             last = in;
-            last_zero = fc_zero_stand_in(in);
+            last_zero = fc_zero_stand_in(in); /* first: a written input is answered from a table */
         }
-        if (!last_zero) continue;
+        if (!last_zero || shares_range(in, w->coll.recvbuff)) continue;
         if (!saved && !(saved = calloc((size_t)l->nworks, sizeof *saved))) return NULL; /* nothing changed yet */
         saved[i] = in; /* 0: unchanged */
         w->coll.sendbuff = last_zero;

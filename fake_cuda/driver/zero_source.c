@@ -77,13 +77,11 @@ static uintptr_t *written_slot(uintptr_t addr)
 uintptr_t fc_zero_stand_in(uintptr_t addr)
 {
     if (__atomic_load_n(written_slot(addr), __ATOMIC_RELAXED) == addr) return 0;
-    fc_alloc a;
-    if (!fc_registry_find(addr, &a) || a.kind == FC_MEM_MULTICAST || a.fd < 0) return 0;
-    size_t span = a.base + a.size - addr;
-    size_t lead = addr & (ZERO_ALIGN - 1);
-    if (span < STAND_IN_MIN || span > ZERO_SPAN - lead) return 0;
-    off_t from = (off_t)(a.offset + (addr - a.base));
-    off_t data = lseek(a.fd, from, SEEK_DATA); /* swapped-out pages count as data */
+    size_t span = fc_sim_memory_span(addr), lead = addr & (ZERO_ALIGN - 1), at;
+    int fd;
+    if (span < STAND_IN_MIN || span > ZERO_SPAN - lead || !fc_backing_fd(addr, span, &fd, &at)) return 0;
+    off_t from = (off_t)at;
+    off_t data = lseek(fd, from, SEEK_DATA); /* swapped-out pages count as data */
     bool hole = data < 0 ? errno == ENXIO : (size_t)(data - from) >= span;
     if (!hole && data >= 0) __atomic_store_n(written_slot(addr), addr, __ATOMIC_RELAXED);
     const char *z = hole ? fc_zero_at(lead, span) : NULL;

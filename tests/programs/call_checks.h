@@ -7,21 +7,17 @@
 #include <nccl.h>
 #include <stdio.h>
 
-#define CUDA(call)                                                                       \
+/* `call` returns a status of `type` that is `ok` on success; `text` names
+ * any other. */
+#define CHECKED(type, call, ok, text)                                                    \
     do {                                                                                 \
-        cudaError_t e_ = (call);                                                         \
-        if (e_ != cudaSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+        type s_ = (call);                                                                \
+        if (s_ != (ok)) {                                                                \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, text(s_));      \
             return 1;                                                                    \
         }                                                                                \
     } while (0)
-#define NCCL(call)                                                                       \
-    do {                                                                                 \
-        ncclResult_t r_ = (call);                                                        \
-        if (r_ != ncclSuccess) {                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_)); \
-            return 1;                                                                    \
-        }                                                                                \
-    } while (0)
+#define CUDA(call) CHECKED(cudaError_t, call, cudaSuccess, cudaGetErrorString)
+#define NCCL(call) CHECKED(ncclResult_t, call, ncclSuccess, ncclGetErrorString)
 
 #endif
