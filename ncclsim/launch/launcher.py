@@ -20,7 +20,7 @@ from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import (PROBE_MEMORY_SHARE, PROBE_SIZES, LaunchError, LaunchOptions, check_environment,
                                     probe_command, probe_sizes, resolve_command)
-from ncclsim.launch.supervise import Outcome, supervise
+from ncclsim.launch.supervise import Outcome, RankOutcome, supervise
 from ncclsim import NcclsimError
 from ncclsim.nccl import wheels
 from ncclsim.paths import mpiexec
@@ -40,13 +40,18 @@ SCHEMA_VERSION = 1
 
 def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement) -> list[str]:
     lines = []
-    bad = [o for o in outcome.ranks if o.status not in (None, 0)]
-    for o in bad[:8]:
-        files = run.rank(o.rank)
-        how = f"was killed by signal {o.status - 128}" if o.status > 128 else f"exited with status {o.status}"
-        last = _last_line(files.stderr)
-        lines.append(f"ncclsim: rank {o.rank} (host {o.host}) {how}"
-                     + (f": {last}" if last else "") + f"; logs: {_logs(files)}")
+    # Ranks that ended alike (a bad argument every rank rejects) make one line: the first
+    # rank's, naming the others.
+    alike: dict[tuple[str, str], list[RankOutcome]] = {}
+    for o in outcome.ranks:
+        if o.status not in (None, 0):
+            how = f"was killed by signal {o.status - 128}" if o.status > 128 else f"exited with status {o.status}"
+            alike.setdefault((how, _last_line(run.rank(o.rank).stderr)), []).append(o)
+    for (how, last), group in list(alike.items())[:8]:
+        first, others = group[0], [o.rank for o in group[1:]]
+        lines.append(f"ncclsim: rank {first.rank} (host {first.host}) {how}"
+                     + (f": {last}" if last else "") + f"; logs: {_logs(run.rank(first.rank))}"
+                     + (f"; rank(s) {rank_ranges(others)} the same" if others else ""))
     for r, pid in list(outcome.lost.items())[:8]:
         files = run.rank(r)
         lines.append(f"ncclsim: rank {r} (host {outcome.ranks[r].host}): its process "
@@ -56,7 +61,7 @@ def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement
         stuck = [o.rank for o in outcome.ranks if o.status is None]
         lines.append(f"ncclsim: timed out: rank(s) {rank_ranges(stuck)} still running were stopped; "
                      f"logs: {run.rank('<rank>').directory}/")
-    elif not bad and not outcome.lost and any(o.status is None for o in outcome.ranks):
+    elif not alike and not outcome.lost and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
         why = _first_line(run.mpiexec_log)
         lines.append(f"ncclsim: rank(s) {rank_ranges(lost)} ended without reporting a status "
