@@ -30,6 +30,12 @@
 #define SPIN_PASSES 16
 #define SLEEP_MIN_NS 20000L
 #define SLEEP_MAX_NS 2000000L
+/* When every flow waits for a word ncclsim's writers wake it for, the
+ * timeout only bounds how late the flows see NCCL's abort flag. A GPU often
+ * waits longer than SLEEP_MAX_NS for its next step (on 8 x 8, the leaves of
+ * a tree for the broadcast down it), and waking for nothing is a thread
+ * switch on a machine shared by every rank. */
+#define SLEEP_WOKEN_NS 50000000L
 /* No progress for this long: say once what every flow waits for
  * (NCCLSIM_STALL_SECONDS, default 30; 0: never). */
 #define STALL_REPORT_DEFAULT_S 30
@@ -394,7 +400,8 @@ static void count_sleepers(const uint64_t *keys, unsigned n, int delta)
 
 /* Sleep until a flow's word changes, the net plugin completes a request
  * (idle.h; only while a flow waits for a word NCCL's proxy writes) or `ns`
- * pass; true when something changed. */
+ * pass (SLEEP_MAX_NS at most when the words are polled); true when
+ * something changed. */
 static bool sleep_for_words(fc_sched *s, long ns)
 {
     struct futex_waitv w[FUTEX_WAITV_MAX];
@@ -434,7 +441,9 @@ static bool sleep_for_words(fc_sched *s, long ns)
     if (proxy) ncclsim_gpu_nudge_sleepers(-1);
     if (r >= 0) return true;
     if (n && err != ENOSYS) return err != ETIMEDOUT; /* EAGAIN: a word had changed already */
-    clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
+    /* nothing watched (too many words, or no futex_waitv before Linux 5.16) */
+    struct timespec nap = {0, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS};
+    nanosleep(&nap, NULL);
     return false;
 }
 
@@ -468,9 +477,13 @@ bool fc_sched_run(fc_sched *s)
             sched_yield();
             continue;
         }
-        unsigned doublings = idle - SPIN_PASSES < 7 ? idle - SPIN_PASSES : 7;
-        long ns = SLEEP_MIN_NS << doublings;
-        if (sleep_for_words(s, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS)) idle = 0; /* poll again a while */
+        long ns = SLEEP_WOKEN_NS;
+        if (polled) {
+            unsigned doublings = idle - SPIN_PASSES < 7 ? idle - SPIN_PASSES : 7;
+            ns = SLEEP_MIN_NS << doublings;
+            if (ns > SLEEP_MAX_NS) ns = SLEEP_MAX_NS;
+        }
+        if (sleep_for_words(s, ns)) idle = 0; /* poll again a while */
         uint64_t now = now_ns();
         if (!idle_since) idle_since = now;
         if (!reported && s->stall_ns && now - idle_since > s->stall_ns) {

@@ -10,8 +10,9 @@
  *  - NCCL's host code signals a condition variable (pthread_cond_signal: it
  *    does when it posts new operations to the proxy),
  *  - a socket the net plugin waits on becomes ready (ncclsim_watch_fd),
- * or a timeout passes (SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing
- * happens), which bounds what a missed event costs. Results and errno of
+ * or a timeout passes (SLEEP_NS; when a socket could not be watched,
+ * SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing happens), which bounds
+ * what a missed event costs. Results and errno of
  * the calls are unchanged: what NCCL decides does not change. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -33,9 +34,14 @@
 /* A progress loop pass is a few microseconds: this many empty passes in a
  * row mean the thread waits. */
 #define IDLE_YIELDS 16
+/* With every socket watched, the timeout only bounds a missed event: a
+ * proxy often waits longer than a short one (on 8 x 8, for the broadcast
+ * down a tree), and waking for nothing is a thread switch on a machine
+ * shared by every rank. */
+#define SLEEP_NS 2000000L
 #define SLEEP_MIN_NS 50000L
 #define SLEEP_MAX_NS 2000000L
-#define MAX_WATCHED 256 /* per device; more than that: the timeout covers them */
+#define MAX_WATCHED 256 /* per device; more than that: the short timeouts cover them */
 #define MAX_FD 65536    /* watched sockets are numbered below this */
 /* A thread's name is set by its creator after it starts: look again now and
  * then until it is known to be a progress thread. */
@@ -56,6 +62,7 @@ typedef struct {
     bool made;       /* wake_fd: made at the first sleep */
     int wake_fd;     /* eventfd, written when something happened and a thread sleeps */
     int nwatched;
+    bool overflowed; /* a socket could not be watched: sleep briefly */
     struct pollfd watched[MAX_WATCHED];
 } proxy_slot;
 static proxy_slot slots[FC_MAX_GPUS + 1];
@@ -141,8 +148,9 @@ static void unwatch(int i, int fd)
 /* The calling thread's slot watches fd (0 events: nobody does). */
 EXPORT void ncclsim_watch_fd(int fd, short events)
 {
-    if (fd < 0 || fd >= MAX_FD) return;
     int to = my_slot(), from = -1;
+    if (fd >= MAX_FD && events) __atomic_store_n(&slots[to].overflowed, true, __ATOMIC_RELAXED);
+    if (fd < 0 || fd >= MAX_FD) return;
     pthread_mutex_lock(&watch_lock);
     if (fd_slot[fd]) {
         from = fd_slot[fd] - 1;
@@ -155,6 +163,8 @@ EXPORT void ncclsim_watch_fd(int fd, short events)
     } else if (events && s->nwatched < MAX_WATCHED) {
         s->watched[s->nwatched++] = (struct pollfd){.fd = fd, .events = events};
         fd_slot[fd] = (unsigned char)(to + 1);
+    } else if (events) {
+        __atomic_store_n(&s->overflowed, true, __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&watch_lock);
     /* a sleeper polls the new set */
@@ -223,9 +233,13 @@ EXPORT int sched_yield(void)
     }
     if (++idle < IDLE_YIELDS) return fn_();
     int e = errno;
-    unsigned doublings = (idle - IDLE_YIELDS) < 6 ? idle - IDLE_YIELDS : 6;
-    long ns = SLEEP_MIN_NS << doublings;
-    sleep_until_event(slot, seen, ns < SLEEP_MAX_NS ? ns : SLEEP_MAX_NS);
+    long ns = SLEEP_NS;
+    if (__atomic_load_n(&slots[slot].overflowed, __ATOMIC_RELAXED)) {
+        unsigned doublings = (idle - IDLE_YIELDS) < 6 ? idle - IDLE_YIELDS : 6;
+        ns = SLEEP_MIN_NS << doublings;
+        if (ns > SLEEP_MAX_NS) ns = SLEEP_MAX_NS;
+    }
+    sleep_until_event(slot, seen, ns);
     errno = e;
     return 0;
 }
