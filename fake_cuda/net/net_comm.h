@@ -4,6 +4,7 @@
 #define NCCLSIM_NET_COMM_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -61,6 +62,7 @@ typedef struct fcn_comm {
     int kind;
     int fd;
     int dev;
+    bool local; /* fd is a Unix socket (a peer on this machine), not TCP */
     /* One thread at a time: NCCL's proxy drives a comm from one thread, but
      * nothing in the interface promises it. */
     pthread_mutex_t lock;

@@ -10,7 +10,8 @@
  * connections meant for this listen comm. The handle also says which
  * processes can follow the listener's references to memory
  * (fcn_memory_reach): a connector among them sends large messages as
- * references (net_comm.h). */
+ * references (net_comm.h), and connects through the listener's Unix socket
+ * (net_listener.c) when it has one. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,6 +21,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,6 +48,7 @@ typedef struct fcn_handle {
     int32_t dev;
     int32_t reserved;
     fcn_connecting *pending; /* connect()'s progress; NULL as listen() writes it */
+    char local[FCN_LOCAL_NAME_MAX]; /* the listener's Unix socket; "": none */
 } fcn_handle;
 _Static_assert(sizeof(fcn_handle) <= NCCL_NET_HANDLE_MAXSIZE, "handle exceeds NCCL's 128 bytes");
 
@@ -75,6 +78,9 @@ static fcn_comm *comm_new(int kind, int fd, int dev)
     c->kind = kind;
     c->fd = fd;
     c->dev = dev;
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    c->local = getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
     c->wire_req = -1;
     pthread_mutex_init(&c->lock, NULL);
     return c;
@@ -101,10 +107,11 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
     fcn_listen_comm *l = calloc(1, sizeof *l);
     if (!l) return ncclSystemError;
     struct sockaddr_in a;
+    char local[FCN_LOCAL_NAME_MAX];
     l->magic = FCN_LISTEN_MAGIC;
     l->dev = dev;
     l->key = random_key();
-    if (!(l->socket = fcn_listener_join(dev, l->key, &a))) {
+    if (!(l->socket = fcn_listener_join(dev, l->key, &a, local))) {
         free(l);
         return ncclSystemError;
     }
@@ -115,6 +122,7 @@ ncclResult_t fcn_listen(int dev, void *handle, void **listen_comm)
     h->addr = a;
     h->reach = fcn_memory_reach();
     h->dev = dev;
+    memcpy(h->local, local, sizeof h->local);
     *listen_comm = l;
     FCN_TRACE("listen dev %d on %s:%d", dev, fcn_address_text(a.sin_addr).s, ntohs(a.sin_port));
     return ncclSuccess;
@@ -133,6 +141,40 @@ static ncclResult_t connect_fail(fcn_handle *h, const char *what, int err)
                                                                     : ncclSystemError;
 }
 
+/* A socket connecting to h's listener, or -1 with errno; *connected when
+ * the connection is made already. `local`: through its Unix socket, or TCP
+ * when that fails (a connector in another network namespace, say). */
+static int start_connect(const fcn_handle *h, bool local, int *connected)
+{
+    *connected = 0;
+    if (local) {
+        struct sockaddr_un a;
+        socklen_t alen = fcn_local_address(h->local, &a);
+        int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+        if (fd >= 0 && fcn_tune_socket(fd, false) == 0 && connect(fd, (struct sockaddr *)&a, alen) == 0) {
+            *connected = 1;
+            return fd;
+        }
+        FCN_INFO("connect: the listener's Unix socket: %s; using TCP", strerror(errno));
+        if (fd >= 0) close(fd);
+    }
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0 || fcn_tune_socket(fd, true) < 0) {
+        int err = errno;
+        if (fd >= 0) close(fd);
+        errno = err;
+        return -1;
+    }
+    if (connect(fd, (struct sockaddr *)&h->addr, sizeof h->addr) == 0) *connected = 1;
+    else if (errno != EINPROGRESS && errno != EINTR) {
+        int err = errno;
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    return fd;
+}
+
 ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
 {
     if (!handle || !send_comm) return ncclInvalidArgument;
@@ -143,12 +185,10 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
         return ncclInvalidUsage;
     }
     if (!h->pending) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || fcn_tune_socket(fd) < 0) {
-            int err = errno;
-            if (fd >= 0) close(fd);
-            return connect_fail(h, "socket", err);
-        }
+        bool same_machine = h->reach && h->reach == fcn_memory_reach();
+        int connected;
+        int fd = start_connect(h, same_machine && h->local[0], &connected);
+        if (fd < 0) return connect_fail(h, "connect", errno);
         fcn_connecting *p = calloc(1, sizeof *p);
         fcn_comm *c = comm_new(FCN_SEND_COMM, fd, dev);
         if (!p || !c) {
@@ -156,14 +196,11 @@ ncclResult_t fcn_connect(int dev, void *handle, void **send_comm)
             if (c) comm_free(c); else close(fd);
             return ncclSystemError;
         }
-        c->by_ref = h->reach && h->reach == fcn_memory_reach();
+        c->by_ref = same_machine;
         p->comm = c;
+        p->connected = connected;
         p->hello = (fcn_hello){.magic = FCN_HANDLE_MAGIC, .key = h->key};
         h->pending = p;
-        if (connect(fd, (struct sockaddr *)&h->addr, sizeof h->addr) == 0)
-            p->connected = 1;
-        else if (errno != EINPROGRESS && errno != EINTR)
-            return connect_fail(h, "connect", errno);
     }
     fcn_connecting *p = h->pending;
     int fd = p->comm->fd;
@@ -224,8 +261,9 @@ ncclResult_t fcn_close_comm(void *comm)
     fcn_comm *c = comm;
     if (!c) return ncclSuccess;
     if (c->magic != FCN_COMM_MAGIC) return ncclInvalidArgument;
-    FCN_TRACE("close %s comm after %llu messages, %llu of them by reference",
-              c->kind == FCN_SEND_COMM ? "send" : "recv", (unsigned long long)c->nmsgs, (unsigned long long)c->nrefs);
+    FCN_TRACE("close %s comm after %llu messages, %llu of them by reference, over %s",
+              c->kind == FCN_SEND_COMM ? "send" : "recv", (unsigned long long)c->nmsgs, (unsigned long long)c->nrefs,
+              c->local ? "a Unix socket" : "TCP");
     comm_free(c);
     return ncclSuccess;
 }

@@ -7,15 +7,26 @@
  * accepted connections are told apart by the key of their hello. Sharing
  * within a thread, not a process, keeps a connection from waiting on a
  * thread that sleeps elsewhere (the host library's sleeps on empty accepts:
- * the thread that accepts it is the one that waits for it). */
+ * the thread that accepts it is the one that waits for it).
+ *
+ * Each listener also listens on a Unix socket (an abstract name, which goes
+ * with its last descriptor): a connector on the same machine uses it, as
+ * it uses references for large messages (net_connect.c). A small message
+ * through a Unix socket is queued to its reader; through TCP on loopback it
+ * also runs the protocol's receive path and acknowledgements, which on a
+ * machine shared by every rank is several times the cost. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "net_core.h"
@@ -30,8 +41,10 @@ typedef struct fcn_arrival {
 struct fcn_listener {
     fcn_listener *next;
     int fd, dev;
+    int local_fd; /* the Unix socket; -1: none */
     pthread_t owner;
     struct sockaddr_in addr;
+    char local[FCN_LOCAL_NAME_MAX]; /* its abstract name, "" when none */
     uint64_t *keys; /* of the listen comms on it */
     int nkeys, keys_cap;
     fcn_arrival *arrived; /* accepted, hello not yet taken */
@@ -42,13 +55,42 @@ struct fcn_listener {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static fcn_listener *listeners;
 
-int fcn_tune_socket(int fd)
+int fcn_tune_socket(int fd, bool tcp)
 {
     int one = 1;
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) return -1;
     if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -1;
-    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return tcp ? setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) : 0;
+}
+
+socklen_t fcn_local_address(const char *name, struct sockaddr_un *a)
+{
+    size_t n = strnlen(name, FCN_LOCAL_NAME_MAX);
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* The Unix socket beside s's TCP one; without it connectors use TCP. */
+static void open_local(fcn_listener *s)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id) id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)s;
+    char name[FCN_LOCAL_NAME_MAX];
+    snprintf(name, sizeof name, "ncclsim-net-%016llx", (unsigned long long)id);
+    struct sockaddr_un a;
+    socklen_t alen = fcn_local_address(name, &a);
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || fcn_tune_socket(fd, false) < 0 || bind(fd, (struct sockaddr *)&a, alen) < 0 ||
+        listen(fd, SOMAXCONN) < 0) {
+        FCN_INFO("listen: no Unix socket beside the TCP one (%s): connections on this machine use TCP", strerror(errno));
+        if (fd >= 0) close(fd);
+        return;
+    }
+    s->local_fd = fd;
+    memcpy(s->local, name, sizeof name);
 }
 
 static int grow(void **items, int *cap, int need, size_t size)
@@ -73,7 +115,7 @@ static fcn_listener *open_listener(int dev)
     }
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     socklen_t alen = sizeof a;
-    if (fd < 0 || fcn_tune_socket(fd) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+    if (fd < 0 || fcn_tune_socket(fd, true) < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         listen(fd, SOMAXCONN) < 0 || getsockname(fd, (struct sockaddr *)&a, &alen) < 0) {
         int err = errno;
         FCN_WARN("listen: socket on %s (%s) failed: %s", ifname, fcn_address_text(a.sin_addr).s, strerror(err));
@@ -89,10 +131,12 @@ static fcn_listener *open_listener(int dev)
     s->dev = dev;
     s->owner = pthread_self();
     s->addr = a;
+    s->local_fd = -1;
+    open_local(s);
     return s;
 }
 
-fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr)
+fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr, char local[FCN_LOCAL_NAME_MAX])
 {
     pthread_mutex_lock(&lock);
     fcn_listener *s = listeners;
@@ -108,6 +152,7 @@ fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr)
     if (s) {
         s->keys[s->nkeys++] = key;
         *addr = s->addr;
+        memcpy(local, s->local, FCN_LOCAL_NAME_MAX);
     }
     pthread_mutex_unlock(&lock);
     return s;
@@ -126,20 +171,20 @@ static int has_key(const fcn_listener *s, uint64_t key)
     return 0;
 }
 
-/* Take new TCP connections off the backlog (non-blocking). */
-static ncclResult_t accept_new(fcn_listener *s)
+/* Take new connections off the backlog of `lfd` (non-blocking). */
+static ncclResult_t accept_new(fcn_listener *s, int lfd)
 {
     for (;;) {
         if (grow((void **)&s->arrived, &s->arrived_cap, s->narrived + 1, sizeof *s->arrived) < 0)
             return ncclSystemError;
-        int fd = accept(s->fd, NULL, NULL);
+        int fd = accept(lfd, NULL, NULL);
         if (fd < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
                 return ncclSuccess;
             FCN_WARN("accept: %s", strerror(errno));
             return ncclSystemError;
         }
-        if (fcn_tune_socket(fd) < 0) {
+        if (fcn_tune_socket(fd, lfd == s->fd) < 0) {
             FCN_WARN("accept: socket options: %s", strerror(errno));
             close(fd);
             return ncclSystemError;
@@ -152,7 +197,8 @@ ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd)
 {
     *fd = -1;
     pthread_mutex_lock(&lock);
-    ncclResult_t rc = accept_new(s);
+    ncclResult_t rc = accept_new(s, s->fd);
+    if (rc == ncclSuccess && s->local_fd >= 0) rc = accept_new(s, s->local_fd);
     for (int i = 0; rc == ncclSuccess && i < s->narrived;) {
         fcn_arrival *a = &s->arrived[i];
         if (a->off < sizeof a->hello) {
@@ -206,6 +252,7 @@ void fcn_listener_leave(fcn_listener *s, uint64_t key)
         while (*p != s) p = &(*p)->next;
         *p = s->next;
         close(s->fd);
+        if (s->local_fd >= 0) close(s->local_fd);
         free(s->keys);
         free(s->arrived);
         free(s);

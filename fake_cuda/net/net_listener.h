@@ -4,7 +4,9 @@
 #define NCCLSIM_NET_LISTENER_H
 
 #include <netinet/in.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <sys/un.h>
 
 #include "net_types.h"
 
@@ -18,14 +20,20 @@ typedef struct fcn_hello {
 
 typedef struct fcn_listener fcn_listener;
 
-/* Non-blocking (progress never waits), close-on-exec, no Nagle delay:
- * NCCL's messages are latency-bound steps. 0, or -1 with errno. */
-int fcn_tune_socket(int fd);
+/* The abstract name of a listener's Unix socket, with its terminating 0. */
+#define FCN_LOCAL_NAME_MAX 32
 
-/* The listening socket of this thread's listen comms on dev (made by the
- * first), now also the one of the comm `key`; its address in *addr. NULL
- * (warned) when no socket could be made. */
-fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr);
+/* Non-blocking (progress never waits), close-on-exec, and for TCP no Nagle
+ * delay: NCCL's messages are latency-bound steps. 0, or -1 with errno. */
+int fcn_tune_socket(int fd, bool tcp);
+/* The address of the Unix socket named `name`; returns its length. */
+socklen_t fcn_local_address(const char *name, struct sockaddr_un *a);
+
+/* The listening sockets of this thread's listen comms on dev (made by the
+ * first), now also those of the comm `key`: the TCP one's address in *addr,
+ * the Unix one's name in local ("" when it has none). NULL (warned) when
+ * no socket could be made. */
+fcn_listener *fcn_listener_join(int dev, uint64_t key, struct sockaddr_in *addr, char local[FCN_LOCAL_NAME_MAX]);
 /* Takes new connections and their hellos; *fd: a connection for `key`, or -1. */
 ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd);
 /* The comm `key` is closed: its connections not taken are dropped, and the
