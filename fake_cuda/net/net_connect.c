@@ -165,8 +165,9 @@ static int start_connect(const fcn_handle *h, bool local, int *connected)
         errno = err;
         return -1;
     }
-    if (connect(fd, (struct sockaddr *)&h->addr, sizeof h->addr) == 0) *connected = 1;
-    else if (errno != EINPROGRESS && errno != EINTR) {
+    if (connect(fd, (struct sockaddr *)&h->addr, sizeof h->addr) == 0) {
+        *connected = 1;
+    } else if (errno != EINPROGRESS && errno != EINTR) {
         int err = errno;
         close(fd);
         errno = err;

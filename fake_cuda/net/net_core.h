@@ -2,8 +2,9 @@
  * (net_versions.c adapts each NCCL vtable to these calls).
  *
  * Devices: one per [nic] of the process's platform file (net_devices.c).
- * Transport: TCP on the interface NCCL's bootstrap uses (net_address.c;
- * loopback on one machine), one non-blocking socket per send/recv comm,
+ * Transport: TCP on the interface NCCL's bootstrap uses (net_address.c),
+ * or a Unix socket between processes of one machine (net_listener.c), one
+ * non-blocking socket per send/recv comm,
  * messages framed as {magic, tag, size} + payload (net_connect.c sets up
  * connections, net_transfer.c moves messages). Progress happens inside the
  * calls NCCL makes anyway (isend/irecv/test), so the plugin starts no thread:

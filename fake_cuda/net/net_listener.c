@@ -21,9 +21,9 @@
 #include <netinet/tcp.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <stdio.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -77,7 +77,8 @@ socklen_t fcn_local_address(const char *name, struct sockaddr_un *a)
 static void open_local(fcn_listener *s)
 {
     uint64_t id = 0;
-    if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id) id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)s;
+    if (getrandom(&id, sizeof id, GRND_NONBLOCK) != (ssize_t)sizeof id)
+        id = (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)s;
     char name[FCN_LOCAL_NAME_MAX];
     snprintf(name, sizeof name, "ncclsim-net-%016llx", (unsigned long long)id);
     struct sockaddr_un a;
@@ -85,7 +86,8 @@ static void open_local(fcn_listener *s)
     int fd = socket(AF_UNIX, SOCK_STREAM, 0);
     if (fd < 0 || fcn_tune_socket(fd, false) < 0 || bind(fd, (struct sockaddr *)&a, alen) < 0 ||
         listen(fd, SOMAXCONN) < 0) {
-        FCN_INFO("listen: no Unix socket beside the TCP one (%s): connections on this machine use TCP", strerror(errno));
+        FCN_INFO("listen: no Unix socket beside the TCP one (%s): connections on this machine use TCP",
+                 strerror(errno));
         if (fd >= 0) close(fd);
         return;
     }
