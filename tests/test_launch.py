@@ -153,6 +153,24 @@ def test_ranks_waiting_in_mpi_leave_the_cpu(run_cli, tmp_path: Path) -> None:
     assert min(waiting_cpu(tmp_path / "polling", env=polling)) > 0.2
 
 
+def test_a_gpu_waiting_for_a_late_peer_sleeps_until_woken(run_cli, tmp_path: Path) -> None:
+    """An emulated GPU whose channels wait for words that ncclsim's writers
+    wake them for (a peer's data) sleeps until woken, not in short naps: on
+    1 x 2, rank 1 launches its AllReduce a second after rank 0
+    (tests/workloads/late_peer.py). Napping 2 ms at a time, rank 0's stream
+    workers were switched out about 500 times in that second."""
+    run = tmp_path / "run"
+    proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--",
+                   sys.executable, str(Path(__file__).parent / "workloads" / "late_peer.py"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = (run / "ranks" / "0" / "stdout").read_text()
+    m = re.search(r"waited ([\d.]+) s for a peer ([\d.]+) s late; stream workers switched (\d+) times", out)
+    assert m, out[-3000:]
+    waited, late, switches = float(m.group(1)), float(m.group(2)), int(m.group(3))
+    assert waited >= 0.8 * late, out  # it did wait for the peer
+    assert switches < 50, out
+
+
 @pytest.mark.e2e
 def test_four_hosts_initialise(run_cli, tmp_path: Path) -> None:
     run = tmp_path / "run"

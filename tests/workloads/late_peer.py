@@ -1,0 +1,76 @@
+"""Two ranks under MPI all-reduce 8 B, one of them LATE seconds late: the
+other's emulated GPU waits that long for its peer's data, a word the peer's
+emulation writes and wakes it for. Rank 0 (the punctual one) prints how
+often its stream workers were switched out during the wait (sleeping and
+waking again for nothing costs a switch each) and checks the sum."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+from mpi4py import MPI
+
+from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM, load
+
+LATE = 1.0  # seconds
+
+
+def stream_switches() -> int:
+    """Voluntary switches of this process's stream workers so far."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if not f.read().startswith("ncclsim stream"):
+                    continue
+            with open(f"/proc/self/task/{tid}/status") as f:
+                total += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
+        except FileNotFoundError:  # a thread that ended meanwhile
+            pass
+    return total
+
+
+libs = load()
+ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
+world = MPI.COMM_WORLD
+rank, nranks = world.Get_rank(), world.Get_size()
+uid = ffi.new("ncclUniqueId *")
+if rank == 0:
+    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
+ffi.memmove(uid, raw, len(raw))
+hosts = world.allgather(socket.gethostname())
+libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")  # the host's n-th rank: GPU n
+comm = ffi.new("ncclComm_t *")
+libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
+buf = ffi.new("void **")
+libs.cuda_check(cuda.cudaMalloc(buf, 4), "cudaMalloc")
+
+
+def allreduce(value: float) -> float:
+    libs.cuda_check(cuda.cudaMemcpy(buf[0], struct.pack("<f", value), 4, CUDA_MEMCPY_H2D), "cudaMemcpy")
+    libs.nccl_check(nccl.ncclAllReduce(buf[0], buf[0], 1, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
+                    "ncclAllReduce")
+    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")
+    host = ffi.new("char[4]")
+    libs.cuda_check(cuda.cudaMemcpy(host, buf[0], 4, CUDA_MEMCPY_D2H), "cudaMemcpy")
+    return struct.unpack("<f", bytes(ffi.buffer(host)))[0]
+
+
+want = float(nranks * (nranks + 1) // 2)
+if allreduce(float(rank + 1)) != want:  # connections set up, threads started
+    raise SystemExit(f"rank {rank}: the first AllReduce is wrong")
+world.Barrier()
+if rank != 0:
+    time.sleep(LATE)
+before, start = stream_switches(), time.monotonic()
+got = allreduce(float(rank + 1))
+waited, switches = time.monotonic() - start, stream_switches() - before
+if got != want:
+    raise SystemExit(f"rank {rank}: the late AllReduce gave {got}, not {want}")
+libs.nccl_check(nccl.ncclCommDestroy(comm[0]), "ncclCommDestroy")
+if rank == 0:
+    print(f"waited {waited:.2f} s for a peer {LATE} s late; stream workers switched {switches} times", flush=True)
