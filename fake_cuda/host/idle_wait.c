@@ -12,8 +12,8 @@
  *  - a socket the net plugin waits on becomes ready (ncclsim_watch_fd),
  * or a timeout passes (SLEEP_NS; when a socket could not be watched,
  * SLEEP_MIN_NS doubling to SLEEP_MAX_NS while nothing happens), which bounds
- * what a missed event costs. Results and errno of
- * the calls are unchanged: what NCCL decides does not change. */
+ * what a missed event costs. Results and errno of the calls are unchanged:
+ * what NCCL decides does not change. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
