@@ -11,22 +11,13 @@ from __future__ import annotations
 import sys
 import time
 
-from mpi4py import MPI
+from nccl_world import nccl_world
 
-from ncclsim.probe.bindings import NCCL_FLOAT32, NCCL_SUM, load
+from ncclsim.probe.bindings import NCCL_FLOAT32, NCCL_SUM
 
-libs = load()
+world = nccl_world()
+libs, rank, comm = world.libs, world.rank, world.comm
 ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
-world = MPI.COMM_WORLD
-rank = world.Get_rank()
-uid = ffi.new("ncclUniqueId *")
-if rank == 0:
-    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
-ffi.memmove(uid, raw, len(raw))
-libs.cuda_check(cuda.cudaSetDevice(0), "cudaSetDevice")
-comm = ffi.new("ncclComm_t *")
-libs.nccl_check(nccl.ncclCommInitRank(comm, 2, uid[0], rank), "ncclCommInitRank")
 buf = ffi.new("void **")
 libs.cuda_check(cuda.cudaMalloc(buf, 1024), "cudaMalloc")
 abort = sys.argv[1:] == ["abort"]

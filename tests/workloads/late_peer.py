@@ -7,13 +7,12 @@ waking again for nothing costs a switch each) and checks the sum."""
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 
-from mpi4py import MPI
+from nccl_world import nccl_world
 
-from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM, load
+from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM
 
 LATE = 1.0  # seconds
 
@@ -33,19 +32,8 @@ def stream_switches() -> int:
     return total
 
 
-libs = load()
+libs, world, rank, nranks, comm = nccl_world()
 ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
-world = MPI.COMM_WORLD
-rank, nranks = world.Get_rank(), world.Get_size()
-uid = ffi.new("ncclUniqueId *")
-if rank == 0:
-    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
-ffi.memmove(uid, raw, len(raw))
-hosts = world.allgather(socket.gethostname())
-libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")  # the host's n-th rank: GPU n
-comm = ffi.new("ncclComm_t *")
-libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
 buf = ffi.new("void **")
 libs.cuda_check(cuda.cudaMalloc(buf, 4), "cudaMalloc")
 

@@ -7,32 +7,19 @@ inputs' pages, its own and those of peers it reads)."""
 
 from __future__ import annotations
 
-import socket
 import struct
 
-from mpi4py import MPI
-
+from nccl_world import nccl_world
 from proc_status import status_kib
 
-from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM, load
+from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM
 
 COUNT = 1 << 20  # floats: 4 MiB per rank
 NBYTES = COUNT * 4
 
 
-libs = load()
+libs, world, rank, nranks, comm = nccl_world()
 ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
-world = MPI.COMM_WORLD
-rank, nranks = world.Get_rank(), world.Get_size()
-uid = ffi.new("ncclUniqueId *")
-if rank == 0:
-    libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
-ffi.memmove(uid, raw, len(raw))
-hosts = world.allgather(socket.gethostname())
-libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")  # the host's n-th rank: GPU n
-comm = ffi.new("ncclComm_t *")
-libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
 written, unwritten, out = ffi.new("void **"), ffi.new("void **"), ffi.new("void **")
 for p in (written, unwritten, out):
     libs.cuda_check(cuda.cudaMalloc(p, NBYTES), "cudaMalloc")

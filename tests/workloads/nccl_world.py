@@ -1,0 +1,38 @@
+"""One NCCL communicator over MPI's world, for the workloads that run as
+ranks under `ncclsim launch` (they run as scripts: this directory is on
+their path). Each rank drives its host's n-th GPU, n being its place among
+the ranks of its host."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any, NamedTuple
+
+from mpi4py import MPI
+
+from ncclsim.probe.bindings import load
+
+
+class World(NamedTuple):
+    libs: Any  # ncclsim.probe.bindings: ffi, nccl, cuda and their checks
+    mpi: Any  # MPI.COMM_WORLD
+    rank: int
+    nranks: int
+    comm: Any  # ncclComm_t *, initialised over every rank
+
+
+def nccl_world() -> World:
+    libs = load()
+    ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
+    world = MPI.COMM_WORLD
+    rank, nranks = world.Get_rank(), world.Get_size()
+    uid = ffi.new("ncclUniqueId *")
+    if rank == 0:
+        libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+    raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
+    ffi.memmove(uid, raw, len(raw))
+    hosts = world.allgather(socket.gethostname())
+    libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")
+    comm = ffi.new("ncclComm_t *")
+    libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
+    return World(libs, world, rank, nranks, comm)
