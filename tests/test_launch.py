@@ -202,7 +202,8 @@ def test_a_failing_rank_is_named(run_cli, leftovers, tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_ranks_failing_alike_make_one_line(run_cli, leftovers, tmp_path: Path) -> None:
     """A bad argument every rank rejects: one line names the first rank, its
-    message and logs, and the others, not a line per rank."""
+    message and logs, and the others, not a line per rank; that NCCL wrote no
+    logs to report on follows from it and goes unsaid."""
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--",
                    sys.executable, "-m", "ncclsim.probe", "--ops", "allreduce", "--sizes", "8Q")
@@ -211,6 +212,7 @@ def test_ranks_failing_alike_make_one_line(run_cli, leftovers, tmp_path: Path) -
     assert len(lines) == 1, proc.stderr
     assert re.search(r"rank 0 \(host 0\) exited with status 2: ncclsim probe: not a size: '8Q'.*; "
                      r"logs: \S+/ranks/0/stderr.*; rank\(s\) 1-3 the same$", lines[0]), lines[0]
+    assert "no report" not in proc.stderr, proc.stderr
     leftovers.assert_none(run)
 
 

@@ -212,9 +212,10 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
     # the cause first, then what it did to the ranks
     cause = [f"ncclsim: {out_of_memory}"] if out_of_memory and outcome.status else []
-    for line in cause + _describe_failure(run, outcome, placement) + ([cleanup_failed] if cleanup_failed else []):
+    failure = cause + _describe_failure(run, outcome, placement)
+    for line in failure + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
-    _print_report(run, out, err, nranks)
+    _print_report(run, out, err, nranks, failed=bool(failure))
     err.write(f"ncclsim: {outcome.initialised}/{nranks} {unit} initialised; finished in "
               f"{outcome.seconds:.1f} s with status {outcome.status}\n")
     return outcome.status
@@ -225,15 +226,18 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
 REPORT_NOTICE_RANKS = 256
 
 
-def _print_report(run: rundir.RunDir, out: TextIO, err: TextIO, nranks: int) -> None:
-    """The run's report (also saved as run.json); a run too broken to report on says why."""
+def _print_report(run: rundir.RunDir, out: TextIO, err: TextIO, nranks: int, failed: bool = False) -> None:
+    """The run's report (also saved as run.json); a run too broken to report on
+    says why, unless its failure, said already, is why (ranks that stopped
+    before NCCL wrote anything)."""
     if nranks >= REPORT_NOTICE_RANKS:
         _say(err, f"ncclsim: reading the logs of {nranks} ranks for the report")
     try:
         report = build_report(run.root)
         write_run_json(run.root, report)
     except NcclsimError as e:
-        err.write(f"ncclsim: no report: {e}\n")
+        if not failed:
+            err.write(f"ncclsim: no report: {e}\n")
         return
     out.write("\n" + summary_text(report))
     out.flush()
