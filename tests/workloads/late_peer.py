@@ -6,30 +6,15 @@ waking again for nothing costs a switch each) and checks the sum."""
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 
 from nccl_world import nccl_world
+from proc_status import threads_total
 
 from ncclsim.probe.bindings import CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, NCCL_FLOAT32, NCCL_SUM
 
 LATE = 1.0  # seconds
-
-
-def stream_switches() -> int:
-    """Voluntary switches of this process's stream workers so far."""
-    total = 0
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/comm") as f:
-                if not f.read().startswith("ncclsim stream"):
-                    continue
-            with open(f"/proc/self/task/{tid}/status") as f:
-                total += next(int(line.split()[1]) for line in f if line.startswith("voluntary_ctxt_switches:"))
-        except FileNotFoundError:  # a thread that ended meanwhile
-            pass
-    return total
 
 
 libs, world, rank, nranks, comm = nccl_world()
@@ -54,9 +39,9 @@ if allreduce(float(rank + 1)) != want:  # connections set up, threads started
 world.Barrier()
 if rank != 0:
     time.sleep(LATE)
-before, start = stream_switches(), time.monotonic()
+before, start = threads_total("ncclsim stream", "voluntary_ctxt_switches"), time.monotonic()
 got = allreduce(float(rank + 1))
-waited, switches = time.monotonic() - start, stream_switches() - before
+waited, switches = time.monotonic() - start, threads_total("ncclsim stream", "voluntary_ctxt_switches") - before
 if got != want:
     raise SystemExit(f"rank {rank}: the late AllReduce gave {got}, not {want}")
 libs.nccl_check(nccl.ncclCommDestroy(comm[0]), "ncclCommDestroy")
