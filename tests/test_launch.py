@@ -236,6 +236,31 @@ def test_a_hang_times_out(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
+def _room() -> int:
+    """What the kernel can still hand out: memory available and swap free."""
+    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in open("/proc/meminfo")}
+    return fields["MemAvailable"] + fields.get("SwapFree", 0)
+
+
+@pytest.mark.e2e
+def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path) -> None:
+    """Ranks that take what --keep-free leaves are stopped at once, with the
+    reason, rather than left to the kernel's out-of-memory killer; each rank
+    is the kernel's first choice if it must pick."""
+    run = tmp_path / "run"
+    keep_free = _room() - (1 << 30)  # the two ranks take 1.5 GiB each
+    start = time.monotonic()
+    proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
+                   sys.executable, "-c", "import time; print(open('/proc/self/oom_score_adj').read().strip(), "
+                   "flush=True); taken = b'x' * (1536 << 20); time.sleep(120)")
+    assert proc.returncode == 1, proc.stderr
+    assert time.monotonic() - start < 60, "the ranks were not stopped"
+    assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
+                     r".*; --keep-free \d+\.\d GB\): every rank was stopped; README", proc.stderr, re.M), proc.stderr
+    assert proc.stdout.splitlines()[0] == "500", proc.stdout  # rank 0's oom_score_adj
+    leftovers.assert_none(run)
+
+
 @pytest.mark.e2e
 def test_a_rank_whose_nccl_init_fails_ends_the_run(run_cli, leftovers, tmp_path: Path) -> None:
     """Rank 1 cannot initialise NCCL (no such network) while rank 0 waits for it
@@ -422,6 +447,8 @@ def test_a_release_that_does_not_exist(run_cli, tmp_path: Path) -> None:
     (["--gpus", "8", "--gpus-per-process", "3"], "does not divide"),
     (["--nccl", "cu14:2.30.7"], "unknown NCCL flavour 'cu14'"),
     (["--nccl", "2.30"], "not an NCCL version: '2.30'"),
+    (["--keep-free", "3Q"], "--keep-free: not a size: '3Q'"),
+    (["--keep-free", "1000T"], "less than the 1099511.6 GB a run keeps free (--keep-free)"),
 ])
 def test_bad_arguments(run_cli, tmp_path: Path, args: list[str], message: str) -> None:
     run = tmp_path / "run"

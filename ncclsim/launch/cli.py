@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
+from ncclsim import NcclsimError
 from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, LaunchError, LaunchOptions
 from ncclsim.platform.models import GpuCatalog
+from ncclsim.sizes import parse_size
 from ncclsim.rundir import TOPO_SPEC
 from ncclsim.topology import topo_option
 
@@ -46,6 +48,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="GPUs each rank process drives: 1 (default) or all of its host")
     p.add_argument("--timeout", type=float, default=0.0, metavar="S",
                    help="stop every rank after S seconds, naming the ones still running (default: none)")
+    p.add_argument("--keep-free", metavar="SIZE",
+                   help="stop every rank, saying so, when this machine's memory available plus free swap "
+                        "falls below SIZE (e.g. 2G; default: 3%% of its memory, at least 512M; 0: never), "
+                        "rather than leave the run to the kernel's out-of-memory killer")
     p.add_argument("--nccl", default="installed", metavar="SPEC",
                    help="the NCCL release the ranks load: 'installed' (default, the wheel installed with "
                         "ncclsim), or a PyPI release such as 2.27.7 or cu13:2.32.3, fetched once into "
@@ -83,7 +89,17 @@ def options(args: argparse.Namespace) -> LaunchOptions:
                          run_dir=args.run_dir, command=tuple(command), nccl=args.nccl,
                          hostfile=args.hostfile, interface=args.interface,
                          mpiexec_args=tuple(args.mpiexec_args), clock=args.clock,
-                         timeline=args.timeline, no_payload=args.no_payload)
+                         timeline=args.timeline, no_payload=args.no_payload,
+                         keep_free=_keep_free(args.keep_free))
+
+
+def _keep_free(text: Optional[str]) -> Optional[int]:
+    if text is None:
+        return None
+    try:
+        return 0 if text.strip() == "0" else parse_size(text)
+    except NcclsimError as e:
+        raise LaunchError(f"--keep-free: {e}") from None
 
 
 def execute(args: argparse.Namespace) -> int:

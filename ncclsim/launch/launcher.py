@@ -15,6 +15,7 @@ from typing import Mapping, Optional, TextIO
 from ncclsim import rundir
 from ncclsim.launch import rank_script, watchdog
 from ncclsim.launch.machines import Placement, place
+from ncclsim.launch.memory_guard import MemoryGuard
 from ncclsim.launch.rendezvous import Rendezvous
 from ncclsim.launch.remote_cleanup import clean_machines
 from ncclsim.launch.environment import rank_environment
@@ -61,6 +62,9 @@ def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement
         stuck = [o.rank for o in outcome.ranks if o.status is None]
         lines.append(f"ncclsim: timed out: rank(s) {rank_ranges(stuck)} still running were stopped; "
                      f"logs: {run.rank('<rank>').directory}/")
+    elif outcome.memory_low:
+        lines.append(f"ncclsim: {outcome.memory_low}: every rank was stopped; README, 'One simulation over "
+                     "several machines', says what large shapes need")
     elif not alike and not outcome.lost and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
         why = _first_line(run.mpiexec_log)
@@ -179,6 +183,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     exe = mpiexec()
     nccl_lib = _nccl_lib(opts.nccl, err)
 
+    memory_guard = MemoryGuard.start(opts.keep_free)  # before anything is made: it may refuse
     run = rundir.create(opts.run_dir or rundir.default_run_dir(opts.hosts, gpus), nranks, opts.hosts)
     if imported:
         run.topo_spec.write_text(imported.text)
@@ -202,7 +207,8 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     started, oom_before = time.time(), oom_kills()
     mpi_command = [str(exe), *placement.mpiexec_args(run), *opts.mpiexec_args, "-n", str(nranks),
                    str(script), *command]
-    outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit)
+    outcome = supervise(mpi_command, env, run, run_id, nranks, per_host, opts.timeout, out, err, unit,
+                        memory_guard)
     out_of_memory = oom_note(oom_before, oom_kills())
     machines = [run.rank(r).machine_name() for r in range(nranks)]  # None: the rank never started
     cleanup_failed = None

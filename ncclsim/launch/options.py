@@ -41,6 +41,7 @@ class LaunchOptions:
     clock: str = "wall"  # one of CLOCKS
     timeline: bool = False  # the modelled timeline also records every step (--clock model only)
     no_payload: bool = False  # NCCL's protocol and modelled time without moving data
+    keep_free: Optional[int] = None  # bytes of memory the memory guard keeps free; None: its default, 0: off
 
     def check(self) -> None:
         if not 1 <= self.hosts <= MAX_HOSTS:

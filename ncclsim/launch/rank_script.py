@@ -2,7 +2,10 @@
 simulated host (host = rank / processes per host), sources the variables
 Python wrote for that host, sends its output and NCCL's logs to the run
 directory (and, with --clock model, the modelled timeline), and records its
-pid, the real machine it ran on and its exit status. Being a plain script keyed on the MPI rank, it works with any MPI or
+pid, the real machine it ran on and its exit status. It makes the rank the
+kernel's first choice when memory runs out (OOM_SCORE_ADJ), so that the
+launcher, which reports and cleans up, and the machine's other programs are
+the last. Being a plain script keyed on the MPI rank, it works with any MPI or
 Slurm (see launch/). Every path comes from ncclsim.rundir."""
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ host=$((rank / {{per_host}}))
 . "{_HOST.env}"
 cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
 echo "$$" >"{_RANK.pid}"
+{{{{ echo {{oom_score_adj}} >/proc/self/oom_score_adj; }}}} 2>/dev/null
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
 {{rendezvous}}{{timeline}}{{preload}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?
@@ -35,6 +39,10 @@ echo "$status" >"{_RANK.exit}"
 exit "$status"
 """
 
+
+# Added to the rank's out-of-memory score (-1000..1000; raising it needs no
+# privilege): a rank of a few hundred MB then outranks any ordinary process.
+OOM_SCORE_ADJ = 500
 
 TIMELINE_LINE = f'export {TIMELINE_VARIABLE}="{_RANK.timeline}"\n'
 
@@ -47,6 +55,7 @@ def write(run: RunDir, processes_per_host: int, timeline: bool = False,
     `rendezvous`: the variables PyTorch programs and torchrun find each other by."""
     preload = f'LD_PRELOAD="{nccl} $LD_PRELOAD" ' if nccl else ""  # a path with spaces cannot be preloaded
     text = TEMPLATE.format(root=shlex.quote(str(run.root)), per_host=processes_per_host,
+                           oom_score_adj=OOM_SCORE_ADJ,
                            timeline=TIMELINE_LINE if timeline else "", preload=preload,
                            rendezvous=rendezvous.shell() if rendezvous else "")
     run.rank_script.write_text(text)

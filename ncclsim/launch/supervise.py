@@ -14,11 +14,13 @@ from typing import BinaryIO, Optional, TextIO
 
 from ncclsim import stop_signals
 from ncclsim.launch import cleanup
+from ncclsim.launch.memory_guard import MemoryGuard
 from ncclsim.rundir import RunDir
 
 POLL = 0.2
 FAILURE_GRACE = 2.0  # let other ranks report their own failures before stopping them
 TIMEOUT_STATUS = 124  # as timeout(1)
+MEMORY_STATUS = 1  # the memory guard stopped the run
 
 
 @dataclass
@@ -40,6 +42,7 @@ class Outcome:
     lost: dict[int, int] = field(default_factory=dict)  # rank -> pid of a wrapper killed from outside
     shm_removed: list[str] = field(default_factory=list)
     stopped_by: Optional[int] = None  # the signal that stopped the launch itself
+    memory_low: Optional[str] = None  # why the memory guard stopped the run
 
 
 class _Stopped(Exception):
@@ -150,9 +153,10 @@ class _Wrappers:
 
 def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
               ranks_per_host: int, timeout: float, out: TextIO = sys.stdout,
-              err: TextIO = sys.stderr, unit: str = "ranks") -> Outcome:
+              err: TextIO = sys.stderr, unit: str = "ranks", guard: Optional[MemoryGuard] = None) -> Outcome:
     """`nranks` processes (MPI ranks); `unit` names them in progress lines
-    ("ranks", or "processes" when each drives several NCCL ranks)."""
+    ("ranks", or "processes" when each drives several NCCL ranks); `guard`
+    stops them while this machine still has some memory left."""
     shm_before = cleanup.shm_snapshot()
     start = time.monotonic()
     mpi_log = open(run.mpiexec_log, "wb")
@@ -164,6 +168,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
+    memory_low: Optional[str] = None
     stop = _SignalStop()
     with stop_signals.handled_by(stop.handle):
         try:
@@ -192,6 +197,9 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                 if timeout and time.monotonic() - start > timeout:
                     timed_out = True
                     break
+                memory_low = guard.check() if guard else None
+                if memory_low:
+                    break
                 time.sleep(POLL)
         except _Stopped as e:
             err.write(f"ncclsim: stopped by {stop_signals.name(e.signum)}; stopping every rank\n")
@@ -206,6 +214,8 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
         status = 128 + stopped_by
     elif timed_out:
         status = TIMEOUT_STATUS
+    elif memory_low:
+        status = MEMORY_STATUS
     elif any(s for s in statuses if s):
         status = max(s for s in statuses if s)
     elif any(s is None for s in statuses):
@@ -213,7 +223,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     else:
         status = 0
     return Outcome(status, ranks, progress.update(), time.monotonic() - start, timed_out, mpi_status,
-                   killed, wrappers.lost, removed, stopped_by)
+                   killed, wrappers.lost, removed, stopped_by, memory_low)
 
 
 def _finish(proc: subprocess.Popen, run_id: str, mpi_log: BinaryIO, rank0: _Follower, out: TextIO,
