@@ -175,6 +175,9 @@ def test_a_stopped_run_does_not_pass_its_checks(ncclsim_exe: Path, clean_env: di
      "rank(s) 1 killed by SIGKILL"),
     ({"status": 124, "timed_out": True, "ranks": [{"rank": 0, "status": 0}, {"rank": 1, "status": None}]},
      None, False, "the launch timed out; rank(s) 1 did not finish"),
+    ({"status": 1, "memory_low": "this machine is nearly out of memory (...)",
+      "ranks": [{"rank": 0, "status": None}, {"rank": 1, "status": None}]},
+     None, False, "the launch stopped the ranks: memory ran low; rank(s) 0-1 did not finish"),
     (None, 3, False, "rank(s) 0 exited with status 3"),
     (None, None, None, None),
 ])

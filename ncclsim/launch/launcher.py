@@ -120,6 +120,7 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
            "nccl_ranks": opts.hosts * gpus, "command": list(command), "mpiexec": mpi_command,
            "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()},
            "status": outcome.status, "timed_out": outcome.timed_out, "stopped_by_signal": outcome.stopped_by,
+           "memory_low": outcome.memory_low,
            "wrappers_killed": sorted(outcome.lost),
            "initialised": outcome.initialised,
            "ranks": [{"rank": o.rank, "host": o.host, "machine": machines[o.rank], "status": o.status}

@@ -1,5 +1,6 @@
 """How the run's processes ended: a run whose ranks did not all exit 0 (one
-crashed or was killed, the launch timed out or was stopped) must not report
+crashed or was killed, the launch timed out, was stopped or stopped the ranks
+when memory ran low) must not report
 that every check passed, however complete NCCL's logs look."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def exit_check(launch: Optional[dict[str, Any]], ranks: Sequence[RankInfo]) -> O
             problems.append(f"the launch was stopped by {signal_name(int(launch['stopped_by_signal']))}")
         if launch.get("timed_out"):
             problems.append("the launch timed out")
+        if launch.get("memory_low"):
+            problems.append("the launch stopped the ranks: memory ran low")
         for rank in launch.get("wrappers_killed") or []:
             problems.append(f"rank {rank}'s process was killed from outside")
     else:
