@@ -112,6 +112,86 @@ def test_without_the_preload_memset_takes_the_pages(clean_env: dict[str, str], t
     assert r["shared_fresh"][0] >= 16 << 20 and r["private_fresh"][0] >= 7 << 20, r
 
 
+# Large copies and receives of mostly zeros (NCCL's gathered topology
+# structures): every byte checked; what each took of private memory.
+COPIES = r"""
+import ctypes, mmap, socket, threading
+MB, PAGE = 1 << 20, 4096
+libc = ctypes.CDLL(None)
+libc.memcpy.restype = ctypes.c_void_p
+libc.memcpy.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+
+def rss_anon():
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("RssAnon:"))
+
+def address(buf):
+    return ctypes.addressof(ctypes.c_char.from_buffer(buf))
+
+def fresh(n):
+    return mmap.mmap(-1, n, mmap.MAP_PRIVATE)
+
+# A source with one page in 64 written; copied at an odd offset.
+src = fresh(8 * MB)
+for at in range(0, 8 * MB, 64 * PAGE):
+    src[at + 100] = 7
+src[8 * MB - 1] = 9
+dst = fresh(8 * MB)
+before = rss_anon()
+libc.memcpy(address(dst) + 5, address(src) + 5, 8 * MB - 5)
+print("copy_fresh", rss_anon() - before)
+assert dst[:5] == bytes(5) and dst[5:] == src[5:], "copy differs"
+
+# Into pages in use (written 0xff first): they are written, not given back.
+used = fresh(4 * MB)
+used[:] = b"\xff" * (4 * MB)
+before = rss_anon()
+libc.memcpy(address(used), address(src), 4 * MB)
+print("copy_used", rss_anon() - before)
+assert used[:] == src[:4 * MB], "copy into used pages differs"
+
+def receive(buf, data):
+    a, b = socket.socketpair()
+    sender = threading.Thread(target=lambda: a.sendall(data))
+    sender.start()
+    got, before = 0, rss_anon()
+    while got < len(data):
+        got += b.recv_into(memoryview(buf)[got:])
+    sender.join()
+    taken = rss_anon() - before  # before the check, whose slices take memory of their own
+    assert buf[:len(data)] == data, "received bytes differ"
+    return taken
+
+data = bytearray(4 * MB)
+data[3 * PAGE + 1] = 1
+data[-1] = 2
+print("recv_fresh", receive(fresh(4 * MB), data))
+used = fresh(4 * MB)
+used[:] = b"\xff" * (4 * MB)
+print("recv_used", receive(used, data))
+print("ok")
+"""
+
+
+def _copies(env: dict[str, str]) -> dict[str, int]:
+    proc = subprocess.run([sys.executable, "-c", COPIES], env=env, text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    assert lines[-2:] == ["ok", ""], proc.stdout
+    return {line.split()[0]: int(line.split()[1]) for line in lines[:-2]}
+
+
+def test_copies_and_receives_of_zeros_take_no_pages(lib_dir: Path, clean_env: dict[str, str]) -> None:
+    with_preload = _copies({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)})
+    plain = _copies(clean_env)
+    # Without the preload the 8 MiB copy and the 4 MiB receive take their pages.
+    assert plain["copy_fresh"] >= 7 << 20 and plain["recv_fresh"] >= 3 << 20, plain
+    # With it only the pages holding data do (1 in 64, and the receive's 2).
+    assert with_preload["copy_fresh"] < 48 * 4096 and with_preload["recv_fresh"] < 24 * 4096, with_preload
+    # Pages in use stay in use either way.
+    assert abs(with_preload["copy_used"]) < 8 * 4096 and abs(with_preload["recv_used"]) < 8 * 4096, with_preload
+
+
 # A receive loop on an empty non-blocking socket, as NCCL's bootstrap and proxy
 # calls spin: CPU time spent while waiting 0.5 s, then how long after its
 # send the data was seen.

@@ -4,6 +4,10 @@
 #define NCCLSIM_HOST_INTERPOSE_H
 
 #include <dlfcn.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -38,5 +42,24 @@ unsigned host_caller(const void *ret);
 /* idle_wait.c: the sleep to take for a sleep of `req` called from `ret`
  * (NCCL's polling sleeps last longer); `req` itself or `*longer`. */
 const struct timespec *host_sleep_length(const void *ret, const struct timespec *req, struct timespec *longer);
+
+/* zero_fill.c: the two ways fc_zero_runs (zero_runs.h) zeroes a run of
+ * pages. host_write_zeros writes them; host_give_back punches a hole in tmpfs
+ * or drops private anonymous pages (those of a fill or copy of at least
+ * PUNCH_PRIVATE_MIN bytes, *(size_t *)ctx), false for any other memory. */
+bool host_write_zeros(char *run, size_t bytes, void *ctx);
+bool host_give_back(char *run, size_t bytes, void *ctx);
+
+/* zero_copy.c: around a recv() of `len` bytes into `buf`, which pages (up to
+ * HOST_RECV_PAGES) were out of memory before it; after it, those of them
+ * that received only zeros are given back. */
+#define HOST_RECV_PAGES 4096
+struct host_recv_pages {
+    uintptr_t first;
+    size_t span;
+    unsigned char before[HOST_RECV_PAGES];
+};
+void host_recv_pages_before(struct host_recv_pages *p, const void *buf, size_t len);
+void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got);
 
 #endif

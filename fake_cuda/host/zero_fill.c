@@ -67,16 +67,14 @@ static int drop_private(void *p, size_t n)
     return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
 }
 
-static bool write_zeros(char *run, size_t bytes, void *ctx)
+bool host_write_zeros(char *run, size_t bytes, void *ctx)
 {
     (void)ctx;
     fill(run, 0, bytes);
     return true;
 }
 
-/* A hole in tmpfs, or private anonymous pages dropped (of a fill of at least
- * PUNCH_PRIVATE_MIN bytes, *ctx); false for any other memory. */
-static bool give_back(char *run, size_t bytes, void *ctx)
+bool host_give_back(char *run, size_t bytes, void *ctx)
 {
     size_t whole = *(const size_t *)ctx;
     return madvise(run, bytes, MADV_REMOVE) == 0 || (whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes));
@@ -90,7 +88,7 @@ EXPORT void *memset(void *p, int c, size_t n)
     uintptr_t first = (start + page - 1) & ~(page - 1), last = end & ~(page - 1);
     if (last <= first) return fill(p, c, n);
     int saved = errno;
-    fc_zero_runs((char *)first, (last - first) / page, page, write_zeros, give_back, &n);
+    fc_zero_runs((char *)first, (last - first) / page, page, host_write_zeros, host_give_back, &n);
     errno = saved; /* memset sets no errno */
     fill(p, 0, first - start);
     fill((void *)last, 0, end - last);
