@@ -257,6 +257,7 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     assert time.monotonic() - start < 60, "the ranks were not stopped"
     assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
                      r".*; --keep-free \d+\.\d GB\): every rank was stopped; README", proc.stderr, re.M), proc.stderr
+    assert "killed" not in proc.stderr, proc.stderr  # the guard's stop is not told as the ranks' failures
     assert proc.stdout.splitlines()[0] == "500", proc.stdout  # rank 0's oom_score_adj
     assert json.loads((run / "launch.json").read_text())["memory_low"].startswith("this machine is nearly out")
     leftovers.assert_none(run)

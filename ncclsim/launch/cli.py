@@ -50,7 +50,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop every rank after S seconds, naming the ones still running (default: none)")
     p.add_argument("--keep-free", metavar="SIZE",
                    help="stop every rank, saying so, when this machine's memory available plus free swap "
-                        "falls below SIZE (e.g. 2G; default: 3%% of its memory, at least 512M; 0: never), "
+                        "falls below SIZE (e.g. 2G; default: 5%% of its memory, at least 1G; 0: never), "
                         "rather than leave the run to the kernel's out-of-memory killer")
     p.add_argument("--nccl", default="installed", metavar="SPEC",
                    help="the NCCL release the ranks load: 'installed' (default, the wheel installed with "

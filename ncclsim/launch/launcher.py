@@ -40,6 +40,9 @@ SCHEMA_VERSION = 1
 
 
 def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement) -> list[str]:
+    if outcome.memory_low:  # what the ranks did then follows from it: the guard killed them
+        return [f"ncclsim: {outcome.memory_low}: every rank was stopped; README, 'One simulation over several "
+                "machines', says what large shapes need"]
     lines = []
     # Ranks that ended alike (a bad argument every rank rejects) make one line: the first
     # rank's, naming the others.
@@ -62,9 +65,6 @@ def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement
         stuck = [o.rank for o in outcome.ranks if o.status is None]
         lines.append(f"ncclsim: timed out: rank(s) {rank_ranges(stuck)} still running were stopped; "
                      f"logs: {run.rank('<rank>').directory}/")
-    elif outcome.memory_low:
-        lines.append(f"ncclsim: {outcome.memory_low}: every rank was stopped; README, 'One simulation over "
-                     "several machines', says what large shapes need")
     elif not alike and not outcome.lost and any(o.status is None for o in outcome.ranks):
         lost = [o.rank for o in outcome.ranks if o.status is None]
         why = _first_line(run.mpiexec_log)

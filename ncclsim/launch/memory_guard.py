@@ -9,17 +9,22 @@ left, saying how far the run got."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+import threading
+from dataclasses import dataclass, field
+from typing import Callable, Optional
 
 from ncclsim.launch.options import LaunchError
 from ncclsim.meminfo import meminfo
 
-# What the guard keeps free by default: 3 % of the machine's memory, at least
-# 512 MiB. The supervisor looks every 0.2 s, and a run's ranks zeroing fresh
-# pages (NCCL's buffers) take up to a few hundred MB in that time on two cores.
-KEEP_FREE_SHARE = 0.03
-KEEP_FREE_MIN = 512 << 20
+# What the guard keeps free by default: 5 % of the machine's memory, at least
+# 1 GiB. 128 x 8 with a process per host, no swap, 24 GiB: memory available
+# fell from 2.7 GB to nothing within 30 s, and near the end the ranks' own
+# code pages are what the kernel evicts, which slows every process, the
+# guard's included.
+KEEP_FREE_SHARE = 0.05
+KEEP_FREE_MIN = 1 << 30
+# How often the guard's thread looks (reading /proc/meminfo: ~30 us).
+WATCH_INTERVAL = 0.05
 
 
 def default_keep_free(total: int) -> int:
@@ -34,6 +39,9 @@ def _gb(n: int) -> str:
 class MemoryGuard:
     keep_free: int  # bytes; 0: never stop
     in_use_at_start: int  # memory and swap in use when the run started
+    tripped: Optional[str] = None  # why it stopped the run
+    _done: threading.Event = field(default_factory=threading.Event)
+    _thread: Optional[threading.Thread] = None
 
     @staticmethod
     def start(keep_free: Optional[int]) -> Optional["MemoryGuard"]:
@@ -50,6 +58,25 @@ class MemoryGuard:
             raise LaunchError(f"this machine has {_gb(room)} of memory available (free swap included), "
                               f"less than the {_gb(keep)} a run keeps free (--keep-free)")
         return MemoryGuard(keep, total - room)
+
+    def watch(self, stop_run: Callable[[], object]) -> None:
+        """Look from a thread of its own, which calls `stop_run` at once when
+        memory runs low: the launcher's main loop (reading every rank's logs)
+        can take seconds per pass on a loaded machine, and memory does not wait."""
+        def loop() -> None:
+            while not self._done.wait(WATCH_INTERVAL):
+                why = self.check()
+                if why:
+                    self.tripped = why
+                    stop_run()
+                    return
+        self._thread = threading.Thread(target=loop, name="memory guard", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._done.set()
+        if self._thread:
+            self._thread.join()
 
     def check(self) -> Optional[str]:
         """Why the run must stop now, or None while enough is free."""
