@@ -192,6 +192,55 @@ def test_copies_and_receives_of_zeros_take_no_pages(lib_dir: Path, clean_env: di
     assert abs(with_preload["copy_used"]) < 8 * 4096 and abs(with_preload["recv_used"]) < 8 * 4096, with_preload
 
 
+# NCCL's way of making a shared-memory segment (ncclOsShmOpen): fallocate
+# of a new /dev/shm file; what the file holds right after.
+SEGMENT_C = r"""
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+long make_segment(const char *path, long size)
+{
+    int fd = open(path, O_CREAT | O_RDWR, 0600);
+    if (fd < 0 || fallocate(fd, 0, 0, size) != 0) return -1;
+    struct stat st;
+    fstat(fd, &st);
+    close(fd);
+    return st.st_size == size ? (long)st.st_blocks * 512 : -2;
+}
+"""
+
+SEGMENT_PY = r"""
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.make_segment.restype = ctypes.c_long
+print(lib.make_segment(sys.argv[2].encode(), 32 << 20))
+"""
+
+
+def test_nccls_segments_take_memory_once_written(lib_dir: Path, clean_env: dict[str, str],
+                                                  tmp_path: Path) -> None:
+    """A 32 MiB segment NCCL makes holds no memory until written (NCCL zeroes
+    it next, which gave the pages back); the same call from any other library
+    allocates them."""
+    src = tmp_path / "segment.c"
+    src.write_text(SEGMENT_C)
+    env = {**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}
+    held = {}
+    for name in ("libnccl.so.2", "libother.so"):  # the host library knows NCCL by its file name
+        lib = tmp_path / name
+        subprocess.run(["cc", "-shared", "-fPIC", "-O2", str(src), "-o", str(lib)], check=True)
+        segment = Path("/dev/shm") / f"ncclsim-test-segment-{tmp_path.name}"
+        try:
+            proc = subprocess.run([sys.executable, "-c", SEGMENT_PY, str(lib), str(segment)], env=env, text=True,
+                                  capture_output=True, timeout=60)
+        finally:
+            segment.unlink(missing_ok=True)
+        assert proc.returncode == 0, proc.stderr
+        held[name] = int(proc.stdout)
+    assert held["libnccl.so.2"] == 0 and held["libother.so"] >= 32 << 20, held
+
+
 # A receive loop on an empty non-blocking socket, as NCCL's bootstrap and proxy
 # calls spin: CPU time spent while waiting 0.5 s, then how long after its
 # send the data was seen.
