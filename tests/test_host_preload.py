@@ -186,8 +186,9 @@ def test_copies_and_receives_of_zeros_take_no_pages(lib_dir: Path, clean_env: di
     plain = _copies(clean_env)
     # Without the preload the 8 MiB copy and the 4 MiB receive take their pages.
     assert plain["copy_fresh"] >= 7 << 20 and plain["recv_fresh"] >= 3 << 20, plain
-    # With it only the pages holding data do (1 in 64, and the receive's 2).
-    assert with_preload["copy_fresh"] < 48 * 4096 and with_preload["recv_fresh"] < 24 * 4096, with_preload
+    # With it only the pages holding data do (1 in 64; the receive's 2 and a page split between two
+    # of its ~20 recv calls, which neither received whole).
+    assert with_preload["copy_fresh"] < 48 * 4096 and with_preload["recv_fresh"] < 64 * 4096, with_preload
     # Pages in use stay in use either way.
     assert abs(with_preload["copy_used"]) < 8 * 4096 and abs(with_preload["recv_used"]) < 8 * 4096, with_preload
 

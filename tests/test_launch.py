@@ -13,6 +13,7 @@ from typing import Optional
 
 import pytest
 
+from ncclsim.meminfo import meminfo
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -236,12 +237,6 @@ def test_a_hang_times_out(run_cli, leftovers, tmp_path: Path) -> None:
     leftovers.assert_none(run)
 
 
-def _room() -> int:
-    """What the kernel can still hand out: memory available and swap free."""
-    fields = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in open("/proc/meminfo")}
-    return fields["MemAvailable"] + fields.get("SwapFree", 0)
-
-
 @pytest.mark.e2e
 def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path) -> None:
     """Ranks that take what --keep-free leaves are stopped at once, with the
@@ -249,7 +244,8 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     is the kernel's first choice if it must pick, and runs nicer than the
     launcher watching it."""
     run = tmp_path / "run"
-    keep_free = _room() - (1 << 30)  # the two ranks take 1.5 GiB each
+    fields = meminfo()
+    keep_free = fields["MemAvailable"] + fields.get("SwapFree", 0) - (1 << 30)  # the two ranks take 1.5 GiB each
     start = time.monotonic()
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
                    sys.executable, "-c", "import os, time; print(open('/proc/self/oom_score_adj').read().strip(), "

@@ -98,11 +98,19 @@ EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
 
 void host_recv_pages_before(struct host_recv_pages *p, const void *buf, size_t len)
 {
+    p->span = 0;
+    if (len < SPARSE_RECV_MIN) return; /* most calls: NCCL's polls of a few bytes */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     p->first = ((uintptr_t)buf + page - 1) & ~(uintptr_t)(page - 1);
-    p->span = len >= SPARSE_RECV_MIN ? ((uintptr_t)buf + len - p->first) / page : 0;
+    p->span = ((uintptr_t)buf + len - p->first) / page;
     if (p->span > HOST_RECV_PAGES) p->span = HOST_RECV_PAGES;
     if (p->span && mincore((void *)p->first, p->span * page, p->before) != 0) p->span = 0;
+}
+
+/* Page i of a receive: out of memory before it, and it received only zeros. */
+static bool droppable(const struct host_recv_pages *p, size_t i, size_t page)
+{
+    return !(p->before[i] & 1) && all_zero((const char *)p->first + i * page, page);
 }
 
 void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got)
@@ -113,12 +121,11 @@ void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, siz
     size_t received = (size_t)got < len ? (size_t)got : len; /* MSG_TRUNC returns more than fits */
     size_t whole = ((uintptr_t)buf + received - p->first) / page, any = SIZE_MAX;
     if (whole > p->span) whole = p->span;
-    char *at = (char *)p->first;
     for (size_t i = 0; i < whole;) {
-        bool drop = !(p->before[i] & 1) && all_zero(at + i * page, page);
+        bool drop = droppable(p, i, page);
         size_t j = i + 1;
-        while (j < whole && (!(p->before[j] & 1) && all_zero(at + j * page, page)) == drop) j++;
-        if (drop) host_give_back(at + i * page, (j - i) * page, &any);
+        while (j < whole && droppable(p, j, page) == drop) j++;
+        if (drop) host_give_back((char *)p->first + i * page, (j - i) * page, &any);
         i = j;
     }
     errno = saved;

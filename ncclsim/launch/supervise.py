@@ -125,7 +125,7 @@ class _Wrappers:
 
     def __init__(self, run: RunDir, nranks: int) -> None:
         self.ranks = [run.rank(r) for r in range(nranks)]
-        self.script = str(run.rank_script).encode()
+        self.name = run.rank_script.name[:15]  # as the kernel names the process (comm)
         self.machine = Path("/proc/sys/kernel/hostname").read_text().strip()  # as rank.sh records it
         self.pids: dict[int, Optional[int]] = {}  # rank -> its wrapper's pid; None: on another machine
         self.ended: set[int] = set()
@@ -152,28 +152,32 @@ class _Wrappers:
 
     def kill_now(self) -> None:
         """SIGKILL the process group of every wrapper of this machine still
-        running (mpiexec's proxy starts each in a session of its own, with its
+        running (MPICH's proxy starts each in a session of its own, with its
         program): found from the run directory and /proc/<pid>/stat, not by
         reading every process's environment, which waits on the process's
         memory map and, on a machine out of memory, takes minutes."""
-        name = self.script.decode().rpartition("/")[2][:15]  # the kernel's comm
-        for r, files in enumerate(self.ranks):
+        for files in self.ranks:
             pid = files.wrapper_pid()
             if pid is None or files.machine_name() != self.machine or files.status() is not None:
                 continue
-            try:
-                comm, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
-                if comm.partition(" (")[2] != name or int(rest.split()[3]) != pid:  # its own session
-                    continue
-                os.killpg(pid, signal.SIGKILL)
-            except (OSError, ValueError, IndexError):
-                pass
+            if self._alive(pid):
+                try:
+                    if os.getpgid(pid) == pid:
+                        os.killpg(pid, signal.SIGKILL)
+                    else:  # another MPI's wrapper in its parent's group: the program goes with it
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
     def _alive(self, pid: int) -> bool:
+        """`pid` is a wrapper that has not ended: a process named as the script
+        (the kernel's comm), not a zombie. Read from /proc/<pid>/stat, which,
+        unlike cmdline, does not wait on the process's memory map."""
         try:
-            return self.script in Path(f"/proc/{pid}/cmdline").read_bytes()
+            comm, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
         except OSError:
             return False
+        return comm.partition(" (")[2] == self.name and rest[:1] != "Z"
 
 
 def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
@@ -194,7 +198,6 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
-    memory_low: Optional[str] = None
     stop = _SignalStop()
     if guard:  # at once, without grace: the ranks would go on taking memory
         guard.watch(wrappers.kill_now)
@@ -225,8 +228,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                 if timeout and time.monotonic() - start > timeout:
                     timed_out = True
                     break
-                memory_low = guard.tripped if guard else None
-                if memory_low:
+                if guard and guard.tripped:
                     break
                 time.sleep(POLL)
         except _Stopped as e:
@@ -235,9 +237,9 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
             stop.hold()
             if guard:
                 guard.close()
-                memory_low = guard.tripped
             killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, shm_before)
     stopped_by = stop.received
+    memory_low = guard.tripped if guard else None
 
     ranks = [RankOutcome(r, r // ranks_per_host, run.rank(r).status()) for r in range(nranks)]
     statuses = [o.status for o in ranks]

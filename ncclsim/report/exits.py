@@ -1,7 +1,7 @@
 """How the run's processes ended: a run whose ranks did not all exit 0 (one
 crashed or was killed, the launch timed out, was stopped or stopped the ranks
-when memory ran low) must not report
-that every check passed, however complete NCCL's logs look."""
+when memory ran low) must not report that every check passed, however
+complete NCCL's logs look."""
 
 from __future__ import annotations
 
