@@ -11,9 +11,10 @@
  *  - memcpy of 1 MiB or more: a run of whole pages whose source is all zeros
  *    is zeroed as zero_fill.c zeroes (pages out of memory given back, pages
  *    in memory written); the rest is copied.
- *  - recv of 64 KiB or more (wait_on_empty.c's recv calls the two
- *    functions here around libc's): whole pages of what arrived that are all zeros
- *    and were out of memory before the call are given back. Pages that were
+ *  - recv into 64 KiB or more (wait_on_empty.c's recv calls the two
+ *    functions here around libc's): whole pages of what arrived, however
+ *    little that was, that are all zeros and were out of memory before the
+ *    call are given back. Pages that were
  *    in memory stay: their owner is using them, and given back each would
  *    fault in again at its next write (a buffer received into again and
  *    again).
@@ -115,7 +116,7 @@ static bool droppable(const struct host_recv_pages *p, size_t i, size_t page)
 
 void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got)
 {
-    if (got < (ssize_t)SPARSE_RECV_MIN || !p->span) return;
+    if (got <= 0 || !p->span) return; /* a large receive may arrive in small parts */
     int saved = errno;
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t received = (size_t)got < len ? (size_t)got : len; /* MSG_TRUNC returns more than fits */
