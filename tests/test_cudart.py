@@ -161,6 +161,7 @@ def test_host_functions_run_in_stream_order(cudart_env):
     assert res["ran_on_caller_thread"] is False
 
 
+@pytest.mark.e2e
 def test_a_full_stream_queue_blocks_the_submitting_thread(cudart_env):
     """As on a GPU, a program that submits without synchronising blocks once
     about a thousand operations are pending, rather than queueing without end."""

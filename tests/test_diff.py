@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 DATA = Path(__file__).parent / "data" / "report"
 
 
@@ -52,6 +54,7 @@ def test_changes_are_named(run_cli, tmp_path: Path) -> None:
     assert f"channels: {report['channels']} -> {report['channels'] * 2}\n" in text
 
 
+@pytest.mark.e2e
 def test_sweeps_point_by_point_and_bad_input(run_cli, tmp_path: Path) -> None:
     a = _copy(tmp_path, "run")
     assert run_cli("report", str(a), "--json").returncode == 0

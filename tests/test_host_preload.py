@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ncclsim.platform.env import HOST_PRELOAD
 
 # Run under the preload: ctypes.memset calls memset through the dynamic linker.
@@ -280,6 +282,7 @@ def _spin(env: dict[str, str]) -> tuple[float, float]:
     return float(words[1]), float(words[3])
 
 
+@pytest.mark.e2e
 def test_empty_receive_loop_sleeps_until_data(lib_dir: Path, clean_env: dict[str, str]) -> None:
     cpu, late = _spin({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)})
     spinning_cpu, _ = _spin(clean_env)

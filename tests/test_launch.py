@@ -154,6 +154,7 @@ def test_ranks_waiting_in_mpi_leave_the_cpu(run_cli, tmp_path: Path) -> None:
     assert min(waiting_cpu(tmp_path / "polling", env=polling)) > 0.2
 
 
+@pytest.mark.e2e
 def test_a_gpu_waiting_for_a_late_peer_sleeps_until_woken(run_cli, tmp_path: Path) -> None:
     """An emulated GPU whose channels wait for words that ncclsim's writers
     wake them for (a peer's data) sleeps until woken, not in short naps: on
@@ -428,6 +429,7 @@ def test_another_nccl_release(run_cli, tmp_path: Path) -> None:
     assert {t["algorithm"] for t in _report(run_cli, pat)["tuning"]} == {"PAT"}
 
 
+@pytest.mark.e2e
 def test_a_release_that_does_not_exist(run_cli, tmp_path: Path) -> None:
     run = tmp_path / "run"
     proc = _launch(run_cli, run, "--nccl", "2.99.1", "--hosts", "2")

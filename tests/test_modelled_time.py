@@ -50,6 +50,7 @@ def modelled_env(clean_env: dict[str, str], lib_dir: Path) -> dict[str, str]:
     return env
 
 
+@pytest.mark.e2e
 def test_copies_sleeps_and_reads_take_their_modelled_time(modelled_env, catalog: GpuCatalog) -> None:
     r = subprocess.run([sys.executable, str(CHECKS), "modelled_time"], env=modelled_env, capture_output=True,
                        text=True, timeout=60)
@@ -71,6 +72,7 @@ def test_copies_sleeps_and_reads_take_their_modelled_time(modelled_env, catalog:
     assert timed_out is False and 0.5 <= waited < 0.5 + 1e-6, res["timed_wait"]
 
 
+@pytest.mark.e2e
 def test_a_full_queue_holds_the_host_until_a_slot_frees(modelled_env) -> None:
     """A stream holds about a thousand operations (fake_cuda/driver/streams.c):
     the host's next submission waits, in modelled time, for the operation

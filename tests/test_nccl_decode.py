@@ -140,6 +140,7 @@ def test_launches_decoded_cached_release(spec: str, sim_env, nccl_build, tmp_pat
     check_decoded(spec.rpartition(":")[2], proc, events)
 
 
+@pytest.mark.e2e
 def test_unsupported_release_fails_fast(sim_env, nccl_build, tmp_path: Path) -> None:
     """2.21.5 is not in the table: its kernel launches fail at once with one
     line naming the release and the supported range, and NCCL reports the

@@ -15,6 +15,7 @@ import pytest
 OPS = "allreduce,allgather,broadcast,reducescatter,sendrecv"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("spec,version", [
     ("installed", "2.30.7"),
     pytest.param("cu13:2.30.7", "2.30.7", marks=pytest.mark.e2e),  # the quick set keeps the installed one
@@ -44,6 +45,7 @@ def test_one_process_eight_gpus(spec: str, version: str, sim_env, nccl_build, tm
     assert "destroyed 8 communicator(s)" in proc.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("spec,version", [("2.21.5", "2.21.5")])
 def test_releases_outside_the_table_initialise(spec: str, version: str, sim_env, nccl_build,
                                                  tmp_path: Path) -> None:

@@ -716,10 +716,11 @@ def send_line(proc: subprocess.Popen, line: str) -> None:
 
 
 @pytest.mark.parametrize("version, payload, memory", [
-    (5, "1", "host"), (12, "1", "host"),  # int sizes / size_t sizes and contexts
-    (12, "0", "host"),  # without payload: the non-zero words travel
+    pytest.param(5, "1", "host", marks=pytest.mark.e2e),  # int sizes
+    (12, "1", "host"),  # size_t sizes and contexts
+    pytest.param(12, "0", "host", marks=pytest.mark.e2e),  # without payload: the non-zero words travel
     (12, "1", "device"),  # simulated GPU memory: the large messages as references
-    (12, "0", "device")])  # without payload: the non-zero words travel still
+    pytest.param(12, "0", "device", marks=pytest.mark.e2e)])  # without payload: the non-zero words travel still
 def test_two_processes_exchange_messages(version: int, payload: str, memory: str,
                                          harness_env: dict[str, str]) -> None:
     env = {**harness_env, "NCCLSIM_NO_PAYLOAD": "0" if payload == "1" else "1",
@@ -886,6 +887,7 @@ def test_no_collnet_unless_the_fabric_has_it(harness_env: dict[str, str], tmp_pa
     assert json.loads(proc.stdout)["devices"] == 0
 
 
+@pytest.mark.e2e
 def test_collnet_group_reduces_across_three_processes(harness_env: dict[str, str], tmp_path: Path) -> None:
     """The switch reduces what SHARP does (sum, max, min; no product, average
     or fp8). Every member gets the group's sum (float32), maximum and minimum

@@ -65,7 +65,7 @@ def test_each_nccl_release_runs_its_own_library(run_cli, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--nccl", "2.99.1"], "cannot fetch nvidia-nccl-cu12==2.99.1"),
+    pytest.param(["--nccl", "2.99.1"], "cannot fetch nvidia-nccl-cu12==2.99.1", marks=pytest.mark.e2e),
     (["--expect", "nNodes=2"], "expected NAME OP VALUE"),
     (["--expect", "speed>1"], "unknown name 'speed'"),
     (["--env", "NCCL_ALGO"], "--env expects NAME=value1,value2"),

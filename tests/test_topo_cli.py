@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Callable
@@ -104,10 +105,20 @@ def test_generate_needs_an_output_directory(run_cli: RunCli) -> None:
 
 # ---- validate ----
 
+@pytest.fixture(scope="module")
+def generated_xml(ncclsim_exe: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("gen")
+    subprocess.run([str(ncclsim_exe), "topo", "generate", "--preset", "dgx-h100", "-o", str(out)], check=True)
+    return out / "h0" / "topo.xml"
+
+
 @pytest.fixture
-def topo_xml(run_cli: RunCli, tmp_path: Path) -> Path:
-    assert run_cli("topo", "generate", "--preset", "dgx-h100", "-o", "gen").returncode == 0
-    return tmp_path / "gen" / "h0" / "topo.xml"
+def topo_xml(generated_xml: Path, tmp_path: Path) -> Path:
+    """A generated host's topology file of the test's own, to read or edit."""
+    path = tmp_path / "gen" / "h0" / "topo.xml"
+    path.parent.mkdir(parents=True)
+    shutil.copyfile(generated_xml, path)
+    return path
 
 
 def test_validate_accepts_a_topology(run_cli: RunCli, topo_xml: Path) -> None:

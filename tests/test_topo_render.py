@@ -150,6 +150,7 @@ def test_preset_svg_ids_match_the_cluster(capsys: pytest.CaptureFixture[str],
     assert len(by_prefix(ids, "edge:")) == 32 + 8 * 2 + 8 + 1 + 8  # NVLink, PCIe, CPU link, network
 
 
+@pytest.mark.e2e
 def test_png_by_the_console_script(run_cli: RunCli, tmp_path: Path) -> None:
     proc = run_cli("topo", "render", "hgx-h100-4nic", "--hosts", "2", "-o", "pics/hgx.png")
     assert proc.returncode == 0, proc.stderr
@@ -299,6 +300,7 @@ def test_bad_inputs_are_one_line(capsys: pytest.CaptureFixture[str], tmp_path: P
     assert not (tmp_path / "out.svg").exists()
 
 
+@pytest.mark.e2e
 def test_dot_layout_needs_graphviz(run_cli: RunCli, tmp_path: Path) -> None:
     (tmp_path / "bin").mkdir()
     proc = run_cli("topo", "render", "dgx-h100", "--layout", "dot", "-o", "x.svg",

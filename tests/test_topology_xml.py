@@ -226,7 +226,8 @@ def artifacts(tmp_path: Path) -> list[HostArtifacts]:
     return write_host_artifacts(cluster, tmp_path / "hosts")
 
 
-@pytest.mark.parametrize("index", [0, pytest.param(1, marks=pytest.mark.e2e)])
+@pytest.mark.e2e
+@pytest.mark.parametrize("index", [0, 1])
 def test_nccl_loads_the_topology(index: int, artifacts: list[HostArtifacts],
                                  clean_env: dict[str, str], lib_dir: Path, tmp_path: Path) -> None:
     art = artifacts[index]

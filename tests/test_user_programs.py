@@ -36,6 +36,7 @@ def _build_c(source: str, exe: Path) -> None:
          "-l:libnccl.so.2", "-l:libcudart.so.12"], check=True)
 
 
+@pytest.mark.e2e
 def test_c_program_with_nccl(sim_env, tmp_path: Path) -> None:
     exe = tmp_path / "nccl_allreduce"
     _build_c("nccl_allreduce.c", exe)
@@ -47,6 +48,7 @@ def test_c_program_with_nccl(sim_env, tmp_path: Path) -> None:
     assert f"allreduce over 8 GPUs with NCCL {code.group(1)}: ok" in proc.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("algo", ["Ring", "Tree", "NVLS"])
 def test_unwritten_inputs_read_as_zeros(sim_env, tmp_path: Path, algo: str) -> None:
     """Inputs nobody wrote give zeros (read from stand-ins that hold no memory);
@@ -65,6 +67,7 @@ def test_unwritten_inputs_read_as_zeros(sim_env, tmp_path: Path, algo: str) -> N
         assert grew_kib < inputs_kib // 4, f"shared memory grew {grew_kib} KiB reading {inputs_kib} KiB of holes"
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(shutil.which("nvcc") is None,
                     reason="nvcc (CUDA toolkit) is not installed: the CUDA kernel program is not built")
 def test_cuda_program_with_kernel(sim_env, tmp_path: Path) -> None:
