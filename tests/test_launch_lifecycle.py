@@ -178,6 +178,12 @@ def test_a_stopped_run_does_not_pass_its_checks(ncclsim_exe: Path, clean_env: di
     ({"status": 1, "memory_low": "this machine is nearly out of memory (...)",
       "ranks": [{"rank": 0, "status": None}, {"rank": 1, "status": None}]},
      None, False, "the launch stopped the ranks: memory ran low; rank(s) 0-1 did not finish"),
+    ({"status": 1, "memory_low": "this machine is nearly out of memory (...)", "wrappers_killed": [0, 1],
+      "ranks": [{"rank": 0, "status": None}, {"rank": 1, "status": None}]},
+     None, False, "the launch stopped the ranks: memory ran low; rank(s) 0-1 did not finish"),
+    ({"status": 1, "wrappers_killed": [3, 1, 2],
+      "ranks": [{"rank": r, "status": 0 if r == 0 else None} for r in range(4)]},
+     None, False, "rank(s) 1-3: process killed from outside; rank(s) 1-3 did not finish"),
     (None, 3, False, "rank(s) 0 exited with status 3"),
     (None, None, None, None),
 ])

@@ -34,8 +34,11 @@ def exit_check(launch: Optional[dict[str, Any]], ranks: Sequence[RankInfo]) -> O
             problems.append("the launch timed out")
         if launch.get("memory_low"):
             problems.append("the launch stopped the ranks: memory ran low")
-        for rank in launch.get("wrappers_killed") or []:
-            problems.append(f"rank {rank}'s process was killed from outside")
+        # The memory guard's own kills are what "memory ran low" says already.
+        killed = [] if launch.get("memory_low") else [r for r in launch.get("wrappers_killed") or []
+                                                       if isinstance(r, int)]
+        if killed:
+            problems.append(f"rank(s) {rank_ranges(sorted(killed))}: process killed from outside")
     else:
         statuses = {r.rank: r.exit_status for r in ranks if r.exit_status is not None}
         problems = []
