@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
+from ncclsim.meminfo import meminfo
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
                                     NCCL_FLOAT32, Libraries, ProbeError)
@@ -34,6 +35,11 @@ class ProbeOptions:
     check: bool = True  # compare every output with what NCCL must compute
     redop: str = "sum"  # the reductions' operator (check.REDUCTIONS)
     mpi_gpus_per_process: int = 1  # launch's --gpus-per-process, in its ranks
+    # A size after the first two runs only while every machine has this share
+    # of its memory and swap available (0: always): NCCL connects an algorithm
+    # and grows its proxy's pools when a size first needs them, which a large
+    # shape may not have room for after its init.
+    min_free: float = 0.0
 
 
 @dataclass
@@ -52,6 +58,7 @@ class ProbeResult:
     init_seconds: float
     destroy_seconds: float = 0.0
     operations: list[OpResult] = field(default_factory=list)
+    left_out: list[int] = field(default_factory=list)  # sizes --min-free left out
 
     def to_json(self) -> dict[str, Any]:
         return {"nccl_version": self.nccl_version, "nranks": self.nranks,
@@ -59,7 +66,8 @@ class ProbeResult:
                 "init_seconds": round(self.init_seconds, 4),
                 "destroy_seconds": round(self.destroy_seconds, 4),
                 "operations": [{"operation": o.operation, "size": o.size,
-                                "seconds": round(o.seconds, 6)} for o in self.operations]}
+                                "seconds": round(o.seconds, 6)} for o in self.operations],
+                "left_out": self.left_out}
 
 
 class World:
@@ -224,8 +232,32 @@ def _issue_all(libs: Libraries, issues: list[tuple[Rank, Callable[[], None]]], w
         _grouped(libs, issues, what)
 
 
-def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: int, nbytes: int,
-                result: ProbeResult, log: Callable[[str], None]) -> None:
+def free_share() -> float:
+    """The share of this machine's memory and swap available now."""
+    m = meminfo()
+    total = m.get("MemTotal", 0) + m.get("SwapTotal", 0)
+    return (m.get("MemAvailable", 0) + m.get("SwapFree", 0)) / total if total else 1.0
+
+
+def _room_for(size: int, index: int, opts: ProbeOptions, world: World, result: ProbeResult,
+              log: Callable[[str], None]) -> bool:
+    """Whether the size at `index` of opts.sizes runs (--min-free); every
+    process asks at the same point and gets the same answer."""
+    if result.left_out:
+        return size not in result.left_out
+    if index < 2 or not opts.min_free:
+        return True
+    least = min(world.allgather(free_share()))
+    if least >= opts.min_free:
+        return True
+    result.left_out = list(opts.sizes[index:])
+    log(f"sizes from {size} B left out: {least:.0%} of the memory is available, "
+        f"less than --min-free {opts.min_free:g}")
+    return False
+
+
+def _operations(libs: Libraries, opts: ProbeOptions, world: World, ranks: list[Rank], nranks: int,
+                nbytes: int, result: ProbeResult, log: Callable[[str], None]) -> None:
     """Every operation at every size, timed and (unless --no-check) checked."""
     # No operation writes its input: one fill serves them all (and a fault
     # that wrote into it shows in every later check).
@@ -233,7 +265,9 @@ def _operations(libs: Libraries, opts: ProbeOptions, ranks: list[Rank], nranks: 
         for r in ranks:
             r.fill_send(check.pattern(r.rank, 0, nbytes // 4))
     for op in opts.operations:
-        for size in opts.sizes:
+        for index, size in enumerate(opts.sizes):
+            if not _room_for(size, index, opts, world, result, log):
+                continue
             if opts.check:
                 for r in ranks:
                     r.clear_recv()
@@ -289,7 +323,7 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     log(f"initialised {nranks} ranks on {len(hosts)} host(s) in {result.init_seconds:.2f} s")
 
     try:
-        _operations(libs, opts, ranks, nranks, nbytes, result, log)
+        _operations(libs, opts, world, ranks, nranks, nbytes, result, log)
     except BaseException:
         # NCCL's threads must stop before the process unloads NCCL at exit
         # (they would run unmapped code); a failed run aborts its communicators.
