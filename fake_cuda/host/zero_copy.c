@@ -14,10 +14,9 @@
  *  - recv into 64 KiB or more (wait_on_empty.c's recv calls the two
  *    functions here around libc's): whole pages of what arrived, however
  *    little that was, that are all zeros and were out of memory before the
- *    call are given back. Pages that were
- *    in memory stay: their owner is using them, and given back each would
- *    fault in again at its next write (a buffer received into again and
- *    again).
+ *    call are given back. Pages that were in memory stay: their owner is
+ *    using them, and given back each would fault in again at its next write
+ *    (a buffer received into again and again).
  * The bytes are the same as the plain call's either way. */
 #include <errno.h>
 #include <stdint.h>

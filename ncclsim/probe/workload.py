@@ -232,7 +232,7 @@ def _issue_all(libs: Libraries, issues: list[tuple[Rank, Callable[[], None]]], w
         _grouped(libs, issues, what)
 
 
-def free_share() -> float:
+def _free_share() -> float:
     """The share of this machine's memory and swap available now."""
     m = meminfo()
     total = m.get("MemTotal", 0) + m.get("SwapTotal", 0)
@@ -247,7 +247,7 @@ def _room_for(size: int, index: int, opts: ProbeOptions, world: World, result: P
         return size not in result.left_out
     if index < 2 or not opts.min_free:
         return True
-    least = min(world.allgather(free_share()))
+    least = min(world.allgather(_free_share()))
     if least >= opts.min_free:
         return True
     result.left_out = list(opts.sizes[index:])
