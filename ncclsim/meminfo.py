@@ -23,6 +23,19 @@ def meminfo() -> dict[str, int]:
     return fields
 
 
+def room(fields: dict[str, int]) -> Optional[int]:
+    """What the kernel can still hand out, from meminfo(): memory available and
+    swap free (None where the fields are missing)."""
+    if "MemAvailable" not in fields or "MemTotal" not in fields:
+        return None
+    return fields["MemAvailable"] + fields.get("SwapFree", 0)
+
+
+def capacity(fields: dict[str, int]) -> int:
+    """Memory and swap in all, from meminfo()."""
+    return fields.get("MemTotal", 0) + fields.get("SwapTotal", 0)
+
+
 def oom_kills(vmstat: Path = Path("/proc/vmstat")) -> Optional[int]:
     """How many processes the kernel's out-of-memory killer has killed since
     boot (/proc/vmstat's oom_kill, Linux 4.13 on); None where it does not say."""

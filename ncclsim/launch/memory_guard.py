@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from ncclsim.launch.options import LaunchError
-from ncclsim.meminfo import meminfo
+from ncclsim.meminfo import capacity, meminfo, room
 
 # What the guard keeps free by default: 5 % of the machine's memory, at least
 # 1 GiB. 128 x 8 with a process per host, no swap, 24 GiB: at the end memory
@@ -37,9 +37,9 @@ def _gb(n: int) -> str:
 class MemoryGuard:
     keep_free: int  # bytes; 0: never stop
     in_use_at_start: int  # memory and swap in use when the run started
-    tripped: Optional[str] = None  # why it stopped the run
-    _done: threading.Event = field(default_factory=threading.Event)
-    _thread: Optional[threading.Thread] = None
+    tripped: Optional[str] = field(default=None, init=False)  # why it stopped the run
+    _done: threading.Event = field(default_factory=threading.Event, init=False)
+    _thread: Optional[threading.Thread] = field(default=None, init=False)
 
     @staticmethod
     def start(keep_free: Optional[int]) -> Optional["MemoryGuard"]:
@@ -47,15 +47,14 @@ class MemoryGuard:
         tell); `keep_free` None: the default for this machine. A machine already
         below it refuses the run."""
         fields = meminfo()
-        room = _room(fields)
-        if room is None or keep_free == 0:
+        left = room(fields)
+        if left is None or keep_free == 0:
             return None
-        total = fields["MemTotal"] + fields.get("SwapTotal", 0)
         keep = default_keep_free(fields["MemTotal"]) if keep_free is None else keep_free
-        if room < keep:
-            raise LaunchError(f"this machine has {_gb(room)} of memory available (free swap included), "
+        if left < keep:
+            raise LaunchError(f"this machine has {_gb(left)} of memory available (free swap included), "
                               f"less than the {_gb(keep)} a run keeps free (--keep-free)")
-        return MemoryGuard(keep, total - room)
+        return MemoryGuard(keep, capacity(fields) - left)
 
     def watch(self, stop_run: Callable[[], object]) -> None:
         """Look from a thread of its own, which calls `stop_run` at once when
@@ -79,18 +78,10 @@ class MemoryGuard:
     def check(self) -> Optional[str]:
         """Why the run must stop now, or None while enough is free."""
         fields = meminfo()
-        room = _room(fields)
-        if room is None or room >= self.keep_free:
+        left = room(fields)
+        if left is None or left >= self.keep_free:
             return None
-        total = fields["MemTotal"] + fields.get("SwapTotal", 0)
         swap = f"{_gb(fields['SwapTotal'])} of swap" if fields.get("SwapTotal") else "no swap"
-        return (f"this machine is nearly out of memory ({_gb(room)} left of {_gb(fields['MemTotal'])} "
-                f"and {swap}, {_gb(total - room - self.in_use_at_start)} more in use than at the start; "
-                f"--keep-free {_gb(self.keep_free)})")
-
-
-def _room(fields: dict[str, int]) -> Optional[int]:
-    """What the kernel can still hand out: memory available and swap free."""
-    if "MemAvailable" not in fields or "MemTotal" not in fields:
-        return None
-    return fields["MemAvailable"] + fields.get("SwapFree", 0)
+        return (f"this machine is nearly out of memory ({_gb(left)} left of {_gb(fields['MemTotal'])} "
+                f"and {swap}, {_gb(capacity(fields) - left - self.in_use_at_start)} more in use than at "
+                f"the start; --keep-free {_gb(self.keep_free)})")

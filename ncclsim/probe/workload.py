@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
-from ncclsim.meminfo import meminfo
+from ncclsim.meminfo import capacity, meminfo, room
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
                                     NCCL_FLOAT32, Libraries, ProbeError)
@@ -233,10 +233,11 @@ def _issue_all(libs: Libraries, issues: list[tuple[Rank, Callable[[], None]]], w
 
 
 def _free_share() -> float:
-    """The share of this machine's memory and swap available now."""
-    m = meminfo()
-    total = m.get("MemTotal", 0) + m.get("SwapTotal", 0)
-    return (m.get("MemAvailable", 0) + m.get("SwapFree", 0)) / total if total else 1.0
+    """The share of this machine's memory and swap available now (1 where
+    /proc/meminfo does not tell)."""
+    fields = meminfo()
+    left, total = room(fields), capacity(fields)
+    return left / total if left is not None and total else 1.0
 
 
 def _room_for(size: int, index: int, opts: ProbeOptions, world: World, result: ProbeResult,
