@@ -115,18 +115,18 @@ def test_the_probe_drives_the_gpus_launch_gives_each_process(run_cli, ncclsim_ex
 
 @pytest.mark.e2e
 def test_the_probe_leaves_out_sizes_it_has_no_memory_for(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
-    """--min-free: once less than that share of the memory is available (here
-    always), every process leaves out the sizes after the first two, and says so."""
+    """--min-free: once less than that much memory is available (here always),
+    every process leaves out the sizes after the first two, and says so."""
     run = tmp_path / "run"
     out = tmp_path / "probe.json"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--", str(ncclsim_exe), "probe", "--ops",
-                   "allreduce", "--sizes", "8,64K,1M,4M", "--min-free", "0.999", "--json", str(out))
+                   "allreduce", "--sizes", "8,64K,1M,4M", "--min-free", "1000T", "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert [o["size"] for o in result["operations"]] == [8, 65536], result
     assert result["left_out"] == [1 << 20, 4 << 20], result
-    assert re.search(r"ncclsim probe: sizes from 1048576 B left out: \d+% of the memory is available, "
-                     r"less than --min-free 0.999", proc.stdout), proc.stdout
+    assert re.search(r"ncclsim probe: sizes from 1048576 B left out: [\d.]+ GB of memory and swap available, "
+                     r"less than --min-free 1099511.6 GB", proc.stdout), proc.stdout
     assert "Checks: " in proc.stdout and "FAILED" not in proc.stdout, proc.stdout
 
 

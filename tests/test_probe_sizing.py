@@ -26,16 +26,19 @@ def test_largest_size_fits_a_quarter_of_memory(gpus: int, available: int, larges
 
 def test_probe_command_names_the_sizes() -> None:
     cmd = probe_command(1, (8, 65536))
-    assert cmd[-6:] == ("--ops", "allreduce", "--sizes", "8,65536", "--min-free", "0.25")
-    assert probe_command(8)[-3] == ",".join(str(n) for n in PROBE_SIZES)
+    assert cmd[-4:] == ("--ops", "allreduce", "--sizes", "8,65536")
+    assert probe_command(8)[-1] == ",".join(str(n) for n in PROBE_SIZES)
+    # With the memory available at the start: a quarter of it is the probe's floor.
+    assert probe_command(8, (8,), 20 * GB)[-4:] == ("--sizes", "8", "--min-free", str(5 * GB))
 
 
-@pytest.mark.parametrize("share", ["1", "-0.1", "x"])
-def test_the_probes_memory_share_is_checked(run_cli, share: str) -> None:
-    """--min-free is a share below 1: anything else is one line before MPI or NCCL start."""
-    proc = run_cli("probe", "--ops", "allreduce", "--min-free", share)
+@pytest.mark.parametrize("floor", ["0", "1Q", "x"])
+def test_the_probes_memory_floor_is_checked(run_cli, floor: str) -> None:
+    """--min-free is a positive size: anything else is one line before MPI or NCCL start."""
+    proc = run_cli("probe", "--ops", "allreduce", "--min-free", floor)
     assert proc.returncode == 2, proc.stderr
-    assert "--min-free" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--min-free: " in proc.stderr and f"'{floor}'" in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
 def test_meminfo_in_bytes() -> None:

@@ -74,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(default: the built-in probe, AllReduce of 8 B to 16 MiB, results checked; "
                         "with many GPUs its largest sizes are left out until its buffers take at most "
                         "a quarter of the memory available, and sizes after the second once less than a "
-                        "quarter is left)")
+                        "quarter of it is left)")
 
 
 def options(args: argparse.Namespace) -> LaunchOptions:

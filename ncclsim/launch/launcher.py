@@ -28,7 +28,7 @@ from ncclsim.paths import mpiexec
 from ncclsim.platform.env import LAUNCH_VARIABLES, clock_settings, payload_settings, timeline_settings
 from ncclsim.report.build import build_report, write_run_json
 from ncclsim.report.summary import rank_ranges, summary_text
-from ncclsim.meminfo import meminfo, oom_kills, oom_note
+from ncclsim.meminfo import meminfo, oom_kills, oom_note, room
 from ncclsim.sizes import human_bytes
 from ncclsim.topology.host_artifacts import write_host_artifacts
 from ncclsim.topology.host_summary import HostSummary
@@ -150,19 +150,21 @@ def _imported(opts: LaunchOptions, err: TextIO) -> Optional[ImportResult]:
     return result
 
 
-def _probe_sizes(opts: LaunchOptions, placement: Placement, gpus: int, err: TextIO) -> tuple[int, ...]:
-    """The default probe's sizes: what this machine's memory holds (said when cut)."""
-    available = meminfo().get("MemAvailable")
-    if opts.no_payload or available is None:  # without payload, buffers hold no memory
-        return PROBE_SIZES
-    gpus_here = placement.hosts_per_machine * gpus
-    sizes = probe_sizes(gpus_here, available)
-    if sizes != PROBE_SIZES:
-        cut = PROBE_SIZES[len(sizes)]
-        err.write(f"ncclsim: default probe: AllReduce 8 B to {human_bytes(sizes[-1])}: buffers of "
-                  f"{human_bytes(cut)} for {gpus_here} GPUs would take {2 * cut * gpus_here / 1e9:.1f} GB, "
-                  f"more than {PROBE_MEMORY_SHARE:.0%} of the {available / 1e9:.1f} GB available\n")
-    return sizes
+def _default_probe(opts: LaunchOptions, placement: Placement, gpus: int, err: TextIO) -> tuple[str, ...]:
+    """The default probe: sizes whose buffers this machine's memory holds (said
+    when cut), and the floor of memory below which it leaves out the rest."""
+    fields = meminfo()
+    available = fields.get("MemAvailable")
+    sizes = PROBE_SIZES
+    if not opts.no_payload and available is not None:  # without payload, buffers hold no memory
+        gpus_here = placement.hosts_per_machine * gpus
+        sizes = probe_sizes(gpus_here, available)
+        if sizes != PROBE_SIZES:
+            cut = PROBE_SIZES[len(sizes)]
+            err.write(f"ncclsim: default probe: AllReduce 8 B to {human_bytes(sizes[-1])}: buffers of "
+                      f"{human_bytes(cut)} for {gpus_here} GPUs would take {2 * cut * gpus_here / 1e9:.1f} GB, "
+                      f"more than {PROBE_MEMORY_SHARE:.0%} of the {available / 1e9:.1f} GB available\n")
+    return probe_command(opts.gpus_per_process, sizes, room(fields))
 
 
 def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
@@ -180,7 +182,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     nranks = opts.hosts * per_host
     placement = place(opts.hosts, per_host, opts.hostfile)
     command = ((resolve_command(opts.command[0]), *opts.command[1:]) if opts.command
-               else probe_command(opts.gpus_per_process, _probe_sizes(opts, placement, gpus, err)))
+               else _default_probe(opts, placement, gpus, err))
     exe = mpiexec()
     nccl_lib = _nccl_lib(opts.nccl, err)
 

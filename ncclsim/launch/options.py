@@ -115,12 +115,15 @@ def probe_sizes(gpus_here: int, available: int) -> tuple[int, ...]:
     return tuple(sizes)
 
 
-def probe_command(gpus_per_process: int, sizes: tuple[int, ...] = PROBE_SIZES) -> tuple[str, ...]:
-    # Past its buffers, a size's memory is NCCL's (its connections and proxy pools for
-    # that size's algorithm): the probe leaves out what is left once less than the same
-    # share stays available, rather than have the memory guard stop the run.
+def probe_command(gpus_per_process: int, sizes: tuple[int, ...] = PROBE_SIZES,
+                  room: Optional[int] = None) -> tuple[str, ...]:
+    """`room`: memory and swap available at the start. Past its buffers, a size's
+    memory is NCCL's (its connections and proxy pools for that size's algorithm):
+    the probe leaves out what is left once less than the same share of `room` stays
+    available, rather than have the memory guard stop the run."""
+    floor = ("--min-free", str(int(PROBE_MEMORY_SHARE * room))) if room else ()
     return (*ncclsim_command(), "probe", "--gpus-per-process", str(gpus_per_process), "--ops", "allreduce",
-            "--sizes", ",".join(str(n) for n in sizes), "--min-free", str(PROBE_MEMORY_SHARE))
+            "--sizes", ",".join(str(n) for n in sizes), *floor)
 
 
 def check_environment(environ: Mapping[str, str]) -> None:

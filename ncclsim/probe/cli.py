@@ -57,10 +57,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="untimed repetitions before the timed ones (default 0)")
     p.add_argument("--redop", choices=sorted(REDUCTIONS), default="sum",
                    help="the operator of allreduce, reduce and reducescatter (default: sum)")
-    p.add_argument("--min-free", type=float, default=0.0, metavar="SHARE",
+    p.add_argument("--min-free", metavar="SIZE",
                    help="run a size after the first two only while every machine of the run has at least "
-                        "this share (0-1) of its memory and swap available; the rest are left out with a "
-                        "note (default 0: every size; launch's default probe: 0.25)")
+                        "SIZE (e.g. 6G) of memory and swap available; the rest are left out with a note "
+                        "(default: every size; launch's default probe: a quarter of what was available "
+                        "when it started)")
     p.add_argument("--no-check", action="store_true",
                    help="do not compare each operation's output with what NCCL must compute")
     p.add_argument("--json", type=Path, metavar="FILE", help="write the result (rank 0) as JSON")
@@ -69,10 +70,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def argv_of(args: argparse.Namespace) -> list[str]:
     """The command line that gives `args` again (to re-run the probe elsewhere)."""
     argv = ["--ops", args.ops, "--sizes", args.sizes, "--gpus-per-process", str(args.gpus_per_process),
-            "--iters", str(args.iters), "--warmup", str(args.warmup), "--redop", args.redop,
-            "--min-free", str(args.min_free)]
+            "--iters", str(args.iters), "--warmup", str(args.warmup), "--redop", args.redop]
+    argv += ["--min-free", args.min_free] if args.min_free is not None else []
     argv += ["--no-check"] if args.no_check else []
     return argv + (["--json", str(args.json.resolve())] if args.json else [])
+
+
+def _floor(text: Optional[str]) -> int:
+    try:
+        return parse_size(text) if text is not None else 0
+    except NcclsimError as e:
+        raise NcclsimError(f"--min-free: {e}") from None
 
 
 def options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -> ProbeOptions:
@@ -85,12 +93,10 @@ def options(args: argparse.Namespace, environ: Mapping[str, str] = os.environ) -
         raise NcclsimError(f"unknown operation(s) {', '.join(unknown)}: choose from {', '.join(OPERATIONS)}")
     if args.gpus_per_process < 0 or args.iters < 1 or args.warmup < 0:
         raise NcclsimError("--gpus-per-process must be >= 0, --iters >= 1 and --warmup >= 0")
-    if not 0 <= args.min_free < 1:
-        raise NcclsimError(f"--min-free must be a share from 0 to below 1, not {args.min_free:g}")
     sizes = tuple(parse_size(s) for s in args.sizes.split(",") if s.strip())
     return ProbeOptions(ops, sizes or (8,), args.gpus_per_process, args.iters, warmup=args.warmup,
                         check=not args.no_check and not without_payload(environ), redop=args.redop,
-                        mpi_gpus_per_process=launched_gpus_per_process(environ) or 1, min_free=args.min_free)
+                        mpi_gpus_per_process=launched_gpus_per_process(environ) or 1, min_free=_floor(args.min_free))
 
 
 def execute(args: argparse.Namespace) -> int:

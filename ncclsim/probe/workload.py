@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable, Mapping, Optional
 
-from ncclsim.meminfo import capacity, meminfo, room
+from ncclsim.meminfo import meminfo, room
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
                                     NCCL_FLOAT32, Libraries, ProbeError)
@@ -35,11 +35,11 @@ class ProbeOptions:
     check: bool = True  # compare every output with what NCCL must compute
     redop: str = "sum"  # the reductions' operator (check.REDUCTIONS)
     mpi_gpus_per_process: int = 1  # launch's --gpus-per-process, in its ranks
-    # A size after the first two runs only while every machine has this share
-    # of its memory and swap available (0: always): NCCL connects an algorithm
-    # and grows its proxy's pools when a size first needs them, which a large
-    # shape may not have room for after its init.
-    min_free: float = 0.0
+    # A size after the first two runs only while every machine has this many
+    # bytes of memory and swap available (0: always): NCCL connects an
+    # algorithm and grows its proxy's pools when a size first needs them,
+    # which a large shape may not have room for after its init.
+    min_free: int = 0
 
 
 @dataclass
@@ -232,14 +232,6 @@ def _issue_all(libs: Libraries, issues: list[tuple[Rank, Callable[[], None]]], w
         _grouped(libs, issues, what)
 
 
-def _free_share() -> float:
-    """The share of this machine's memory and swap available now (1 where
-    /proc/meminfo does not tell)."""
-    fields = meminfo()
-    left, total = room(fields), capacity(fields)
-    return left / total if left is not None and total else 1.0
-
-
 def _room_for(size: int, index: int, opts: ProbeOptions, world: World, result: ProbeResult,
               log: Callable[[str], None]) -> bool:
     """Whether the size at `index` of opts.sizes runs (--min-free); every
@@ -248,12 +240,13 @@ def _room_for(size: int, index: int, opts: ProbeOptions, world: World, result: P
         return size not in result.left_out
     if index < 2 or not opts.min_free:
         return True
-    least = min(world.allgather(_free_share()))
+    here = room(meminfo())  # None where /proc/meminfo does not tell: no limit
+    least = min(world.allgather(opts.min_free if here is None else here))
     if least >= opts.min_free:
         return True
     result.left_out = list(opts.sizes[index:])
-    log(f"sizes from {size} B left out: {least:.0%} of the memory is available, "
-        f"less than --min-free {opts.min_free:g}")
+    log(f"sizes from {size} B left out: {least / 1e9:.1f} GB of memory and swap available, "
+        f"less than --min-free {opts.min_free / 1e9:.1f} GB")
     return False
 
 
