@@ -13,7 +13,7 @@ from typing import Optional
 
 import pytest
 
-from ncclsim.meminfo import meminfo
+from ncclsim.meminfo import meminfo, room
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -262,8 +262,9 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     is the kernel's first choice if it must pick, and runs nicer than the
     launcher watching it."""
     run = tmp_path / "run"
-    fields = meminfo()
-    keep_free = fields["MemAvailable"] + fields.get("SwapFree", 0) - (1 << 30)  # the two ranks take 1.5 GiB each
+    left = room(meminfo())
+    assert left is not None
+    keep_free = left - (1 << 30)  # the two ranks take 1.5 GiB each
     start = time.monotonic()
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
                    sys.executable, "-c", "import os, time; print(open('/proc/self/oom_score_adj').read().strip(), "
