@@ -13,7 +13,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -281,6 +283,27 @@ def test_rank_script_names_the_timeline(tmp_path: Path) -> None:
     with_timeline = rank_script.write(run, 8, timeline=True).read_text()
     assert 'export NCCLSIM_TIMELINE="$run/ranks/$rank/timeline.%p.jsonl"\n' in with_timeline
     assert "NCCLSIM_TIMELINE" not in rank_script.write(run, 8).read_text()
+
+
+def test_rank_script_gives_the_topology_dump_to_host_0_only(tmp_path: Path) -> None:
+    """NCCL detects the topology twice in every rank with NCCL_TOPO_DUMP_FILE
+    set: rank.sh sets it for the processes of host 0 (which holds NCCL's rank
+    0), not for the others. Two processes per host, run by a real shell."""
+    run = RunDir(tmp_path)
+    script = rank_script.write(run, 2)
+    for host in range(2):
+        run.host(host).env.parent.mkdir(parents=True)
+        run.host(host).env.write_text(f"export NCCLSIM_HOSTNAME=h{host}\n")
+    seen = {}
+    for rank in range(4):
+        run.rank(rank).directory.mkdir(parents=True)
+        env = {k: v for k, v in os.environ.items() if k != "NCCL_TOPO_DUMP_FILE"}
+        proc = subprocess.run(["sh", str(script), "sh", "-c", 'echo "$NCCLSIM_HOSTNAME ${NCCL_TOPO_DUMP_FILE:-none}"'],
+                              env={**env, "PMI_RANK": str(rank)}, timeout=30)
+        assert proc.returncode == 0 and run.rank(rank).status() == 0
+        seen[rank] = run.rank(rank).stdout.read_text().split()
+    dump = str(run.topo_dump)
+    assert seen == {0: ["h0", dump], 1: ["h0", dump], 2: ["h1", "none"], 3: ["h1", "none"]}, seen
 
 
 @pytest.mark.parametrize("environ,no_check,checked", [

@@ -48,7 +48,6 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         "NCCL_MNNVL_ENABLE": "0",
         "NCCL_DEBUG": "INFO",
         "NCCL_DEBUG_SUBSYS": DEBUG_SUBSYS,
-        "NCCL_TOPO_DUMP_FILE": str(run.topo_dump),
         "NCCL_GRAPH_DUMP_FILE": str(run.graph_dump),
     })
     if interface:

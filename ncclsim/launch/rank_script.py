@@ -6,7 +6,13 @@ pid, the real machine it ran on and its exit status. It makes the rank the
 kernel's first choice when memory runs out (OOM_SCORE_ADJ), so that the
 launcher, which reports and cleans up, and the machine's other programs are
 the last. Being a plain script keyed on the MPI rank, it works with any MPI or
-Slurm (see launch/). Every path comes from ncclsim.rundir."""
+Slurm (see launch/). Every path comes from ncclsim.rundir.
+
+Only host 0's processes get NCCL_TOPO_DUMP_FILE: NCCL (2.25 on) detects the
+topology a second time in every rank that has it set, though only its rank 0
+(NCCL_TOPO_DUMP_FILE_RANK) writes the file; at 32 x 8 that second pass was a
+quarter of initialisation. Every host is built from the same model, so host
+0's dump stands for all."""
 
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
 echo "$$" >"{_RANK.pid}"
 {{{{ echo {{oom_score_adj}} >/proc/self/oom_score_adj; }}}} 2>/dev/null
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
+[ "$host" != 0 ] || export NCCL_TOPO_DUMP_FILE="{_IN_SCRIPT.topo_dump}"
 {{rendezvous}}{{timeline}}{{preload}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?
 echo "$status" >"{_RANK.exit}"
