@@ -114,15 +114,17 @@ def mpiexec() -> Path:
 # ---- nothing left behind ----
 
 class Leftovers:
-    """What a launch may leave behind: processes carrying its run id and
-    /dev/shm segments that were not there when the test started."""
+    """What a launch may leave behind: processes carrying its run id, and
+    /dev/shm segments and MPICH's hwloc topology files in /tmp (which its
+    process manager writes for the ranks) that were not there when the test
+    started."""
 
     def __init__(self) -> None:
-        self.shm_before = self.shm()
+        self.files_before = self.files()
 
     @staticmethod
-    def shm() -> set[str]:
-        return {p.name for p in Path("/dev/shm").iterdir()}
+    def files() -> set[Path]:
+        return set(Path("/dev/shm").iterdir()) | set(Path("/tmp").glob("hydra_hwloc_xmlfile_*"))
 
     @staticmethod
     def _with(assignment: str) -> list[int]:
@@ -146,10 +148,10 @@ class Leftovers:
         return self._with(f"NCCLSIM_RUN_DIR={run.resolve()}")
 
     def assert_none(self, run: Path) -> None:
-        """The launch whose run directory is `run` left no process and no segment."""
+        """The launch whose run directory is `run` left no process and no file."""
         run_id = json.loads((run / "launch.json").read_text())["run_id"]
         assert self.processes(run_id) == []
-        assert self.shm() <= self.shm_before
+        assert self.files() <= self.files_before, self.files() - self.files_before
 
 
 @pytest.fixture

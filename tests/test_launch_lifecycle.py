@@ -223,7 +223,7 @@ def test_ranks_stop_when_their_launch_is_killed(ncclsim_exe: Path, clean_env: di
     _wait_for("the ranks stop", lambda: not leftovers.processes_in(run), timeout=30)
     _wait_for("the watchdog leaves", lambda: not _watchdog_of(run), timeout=30)
     assert "the launch ended before its run: stopped" in (run / "watchdog.log").read_text()
-    assert leftovers.shm() <= leftovers.shm_before
+    assert leftovers.files() <= leftovers.files_before, leftovers.files() - leftovers.files_before
 
 
 @pytest.mark.e2e
@@ -231,7 +231,8 @@ def test_ranks_stop_when_their_launch_is_killed(ncclsim_exe: Path, clean_env: di
 def test_clean_removes_what_a_dead_launch_left(ncclsim_exe: Path, clean_env: dict[str, str], leftovers,
                                                run_cli, tmp_path: Path, target: str) -> None:
     """A launch killed together with its watchdog leaves ranks running;
-    `ncclsim clean` stops them and removes their shared memory."""
+    `ncclsim clean` stops them and removes their shared memory and the
+    topology files of MPICH's killed proxies."""
     run = tmp_path / "run"
     proc = _initialised_long_run(ncclsim_exe, clean_env, tmp_path, run)
     for pid in _watchdog_of(run):
@@ -240,13 +241,15 @@ def test_clean_removes_what_a_dead_launch_left(ncclsim_exe: Path, clean_env: dic
     proc.communicate(timeout=10)
     time.sleep(2)
     assert leftovers.processes_in(run), "the ranks should outlive a launch killed with its watchdog"
-    assert not leftovers.shm() <= leftovers.shm_before, "the run should hold shared memory"
+    new = leftovers.files() - leftovers.files_before
+    assert any(p.parent == Path("/dev/shm") for p in new), "the run should hold shared memory"
+    assert any(p.name.startswith("hydra_hwloc_xmlfile_") for p in new), "MPICH's proxies write the topology"
     done = run_cli("clean", *([str(run)] if target == "RUN_DIR" else []))
     assert done.returncode == 0, done.stderr
     assert "stopped" in done.stdout and "removed" in done.stdout and " 0 process(es)" not in done.stdout, \
         done.stdout
     assert leftovers.processes_in(run) == []
-    assert leftovers.shm() <= leftovers.shm_before
+    assert leftovers.files() <= leftovers.files_before, leftovers.files() - leftovers.files_before
 
 
 def test_clean_refuses_what_is_not_a_run(run_cli, tmp_path: Path) -> None:

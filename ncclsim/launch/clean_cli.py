@@ -1,7 +1,7 @@
 """`ncclsim clean [RUN_DIR]`: remove what a dead launch left on this machine
 (a launch killed with SIGKILL together with the watchdog that otherwise
-stops its ranks): the processes of its run and the shared-memory
-segments nobody uses any more.
+stops its ranks): the processes of its run, and the shared-memory segments
+and MPI's temporary files nobody uses any more (cleanup.LEFTOVER_PLACES).
 
 Without RUN_DIR: every run whose launch is gone. With RUN_DIR: that run's
 processes, whether its launch lives or not."""
@@ -19,10 +19,11 @@ from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import RunDir
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
-    p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory)",
+    p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory, temporary files)",
                        description="Stop the processes of runs whose launch is gone (or of the run "
                                    "in RUN_DIR) on this machine and remove the shared-memory segments "
-                                   "of NCCL, MPI and ncclsim that no process uses.")
+                                   "of NCCL, MPI and ncclsim and MPI's topology files in /tmp that no "
+                                   "process uses.")
     p.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR",
                    help="the run to clean up (default: every run whose launch is gone)")
     p.set_defaults(func=cmd_clean)
@@ -55,8 +56,8 @@ def cmd_clean(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
                                f"{run.rank_script.name} or {run.launch_json.name})")
         run_dir = run.root
     stopped = cleanup.kill_all(lambda: orphans(run_dir))
-    removed = cleanup.remove_unused_shm()
+    removed = cleanup.remove_unused()
     what = f"run {run_dir}" if run_dir else "runs whose launch is gone"
     out.write(f"ncclsim clean: {what}: stopped {len(stopped)} process(es) on {os.uname().nodename}, "
-              f"removed {len(removed)} unused shared-memory segment(s)\n")
+              f"removed what no process used: {cleanup.describe(removed)}\n")
     return 0

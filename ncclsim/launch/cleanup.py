@@ -1,6 +1,6 @@
 """Leave nothing behind: every process of a run (found by the run id in its
 environment, so processes that escaped mpiexec's process group are found
-too) and the shared-memory segments the run created.
+too) and the shared files the run created (LEFTOVER_PLACES).
 
 On a run spread over several machines, the launcher runs this module on
 each of them afterwards: `python -m ncclsim.launch.cleanup RUN_ID SINCE`."""
@@ -84,15 +84,38 @@ def running(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[0] != "Z"
 
 
-def shm_snapshot() -> set[str]:
-    try:
-        return {p.name for p in SHM.iterdir()}
-    except OSError:
-        return set()
+# What a run may leave behind in shared places: a killed process cannot
+# remove its own. NCCL's, MPI's and the simulator's shared-memory segments,
+# and the machine's hwloc topology that MPICH's process manager (hydra)
+# writes for its ranks to a file of a fixed name in /tmp, which each proxy
+# removes only when it ends on its own.
+SHM_PREFIXES = ("nccl", "ncclsim", "mpich_shm")
+LEFTOVER_PLACES: tuple[tuple[Path, tuple[str, ...], str], ...] = (
+    (SHM, SHM_PREFIXES, "shared-memory segment(s)"),
+    (Path("/tmp"), ("hydra_hwloc_xmlfile_",), "MPI topology file(s)"),
+)
 
 
-def _open_by_anyone(names: Iterable[str]) -> set[str]:
-    wanted = {str(SHM / n) for n in names}
+def leftover_snapshot() -> set[Path]:
+    """Every file in LEFTOVER_PLACES a run may leave behind, as it is now."""
+    found = set()
+    for place, prefixes, _ in LEFTOVER_PLACES:
+        try:
+            found.update(p for p in place.iterdir() if p.name.startswith(prefixes))
+        except OSError:
+            pass
+    return found
+
+
+def describe(removed: Iterable[Path]) -> str:
+    """'2 shared-memory segment(s), 1 MPI topology file(s)' (every kind, 0 too)."""
+    removed = list(removed)
+    return ", ".join(f"{sum(p.parent == place and p.name.startswith(prefixes) for p in removed)} {what}"
+                     for place, prefixes, what in LEFTOVER_PLACES)
+
+
+def _open_by_anyone(paths: Iterable[Path]) -> set[Path]:
+    wanted = {str(p): p for p in paths}
     used = set()
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -104,50 +127,47 @@ def _open_by_anyone(names: Iterable[str]) -> set[str]:
                 except OSError:
                     continue
                 if target in wanted:
-                    used.add(Path(target).name)
+                    used.add(wanted[target])
             maps = (proc / "maps").read_text()
         except OSError:
             continue
-        used.update(Path(w).name for w in wanted if w in maps)
+        used.update(p for w, p in wanted.items() if w in maps)
     return used
 
 
-SHM_PREFIXES = ("nccl", "ncclsim", "mpich_shm")
+def remove_new(before: set[Path]) -> list[Path]:
+    """Leftovers the run created that no live process uses any more."""
+    return _remove_unused(leftover_snapshot() - before)
 
 
-def remove_new_shm(before: set[str]) -> list[str]:
-    """Segments NCCL or the simulator created during the run that no live
-    process uses any more (a killed rank cannot unlink its own)."""
-    return _remove_unused([n for n in shm_snapshot() - before if n.startswith(SHM_PREFIXES)])
-
-
-def remove_shm_since(since: float) -> list[str]:
-    """As remove_new_shm, on a machine where no snapshot was taken: the
-    segments created at or after `since` (seconds since the epoch)."""
+def remove_since(since: float) -> list[Path]:
+    """As remove_new, on a machine where no snapshot was taken: the
+    leftovers created at or after `since` (seconds since the epoch)."""
     new = []
-    for name in shm_snapshot():
+    for path in leftover_snapshot():
         try:
-            if name.startswith(SHM_PREFIXES) and (SHM / name).stat().st_ctime >= since:
-                new.append(name)
+            if path.stat().st_ctime >= since:
+                new.append(path)
         except OSError:
             pass
     return _remove_unused(new)
 
 
-def remove_unused_shm() -> list[str]:
-    """Every segment of NCCL, MPI or the simulator that no live process uses
-    (what runs whose processes are all gone left behind)."""
-    return _remove_unused([n for n in shm_snapshot() if n.startswith(SHM_PREFIXES)])
+def remove_unused() -> list[Path]:
+    """Every leftover that no live process uses (what runs whose processes
+    are all gone left behind)."""
+    return _remove_unused(leftover_snapshot())
 
 
-def _remove_unused(new: list[str]) -> list[str]:
+def _remove_unused(new: Iterable[Path]) -> list[Path]:
+    new = sorted(new)
     busy = _open_by_anyone(new)
     removed = []
-    for name in new:
-        if name not in busy:
+    for path in new:
+        if path not in busy:
             try:
-                (SHM / name).unlink()
-                removed.append(name)
+                path.unlink()
+                removed.append(path)
             except OSError:
                 pass
     return removed
@@ -155,15 +175,14 @@ def _remove_unused(new: list[str]) -> list[str]:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m ncclsim.launch.cleanup",
-                                 description="Stop a run's processes and remove its shared memory "
-                                             "on this machine.")
+                                 description="Stop a run's processes and remove the shared memory "
+                                             "and temporary files it left on this machine.")
     ap.add_argument("run_id")
     ap.add_argument("since", type=float, help="when the run started (seconds since the epoch)")
     args = ap.parse_args(argv)
     killed = kill_run(args.run_id)
-    removed = remove_shm_since(args.since)
-    print(f"{os.uname().nodename}: {len(killed)} process(es) stopped, {len(removed)} shared-memory "
-          f"segment(s) removed")
+    removed = remove_since(args.since)
+    print(f"{os.uname().nodename}: {len(killed)} process(es) stopped; removed {describe(removed)}")
     return 0
 
 

@@ -125,7 +125,8 @@ def _record(run: rundir.RunDir, opts: LaunchOptions, preset: str, run_id: str, s
            "initialised": outcome.initialised,
            "ranks": [{"rank": o.rank, "host": o.host, "machine": machines[o.rank], "status": o.status}
                      for o in outcome.ranks],
-           "cleanup": {"processes_stopped": len(outcome.killed), "shm_removed": outcome.shm_removed}}
+           "cleanup": {"processes_stopped": len(outcome.killed),
+                       "files_removed": [str(p) for p in outcome.leftovers_removed]}}
     run.launch_json.write_text(json.dumps(doc, indent=1))
 
 

@@ -36,5 +36,5 @@ def clean_machines(exe: Path, placement: Placement, mpiexec_args: tuple[str, ...
         failed = True
     if not failed:
         return None
-    return (f"ncclsim: cleaning up on the machines of {placement.hostfile} failed; processes or "
-            f"/dev/shm segments of run {run_id} may be left there; see {log}")
+    return (f"ncclsim: cleaning up on the machines of {placement.hostfile} failed; processes, "
+            f"shared memory or temporary files of run {run_id} may be left there; see {log}")

@@ -46,7 +46,7 @@ class Outcome:
     mpiexec_status: Optional[int] = None
     killed: list[int] = field(default_factory=list)
     lost: dict[int, int] = field(default_factory=dict)  # rank -> pid of a wrapper killed from outside
-    shm_removed: list[str] = field(default_factory=list)
+    leftovers_removed: list[Path] = field(default_factory=list)  # cleanup.LEFTOVER_PLACES
     stopped_by: Optional[int] = None  # the signal that stopped the launch itself
     memory_low: Optional[str] = None  # why the memory guard stopped the run
 
@@ -186,7 +186,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     """`nranks` processes (MPI ranks); `unit` names them in progress lines
     ("ranks", or "processes" when each drives several NCCL ranks); `guard`
     stops them while this machine still has some memory left."""
-    shm_before = cleanup.shm_snapshot()
+    leftovers_before = cleanup.leftover_snapshot()
     start = time.monotonic()
     mpi_log = open(run.mpiexec_log, "wb")
     proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=mpi_log,
@@ -237,7 +237,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
             stop.hold()
             if guard:
                 guard.close()
-            killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, shm_before)
+            killed, removed, mpi_status = _finish(proc, run_id, mpi_log, rank0, out, leftovers_before)
     stopped_by = stop.received
     memory_low = guard.tripped if guard else None
 
@@ -260,9 +260,9 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
 
 
 def _finish(proc: subprocess.Popen, run_id: str, mpi_log: BinaryIO, rank0: _Follower, out: TextIO,
-            shm_before: set[str]) -> tuple[list[int], list[str], int]:
+            leftovers_before: set[Path]) -> tuple[list[int], list[Path], int]:
     """Stop every process of the run, show the rest of rank 0's output,
-    remove the run's shared memory: (killed pids, removed segments, mpiexec's status)."""
+    remove the shared files it left: (killed pids, removed files, mpiexec's status)."""
     killed = cleanup.kill_run(run_id)
     if proc.poll() is None:
         try:
@@ -273,4 +273,4 @@ def _finish(proc: subprocess.Popen, run_id: str, mpi_log: BinaryIO, rank0: _Foll
     mpi_log.close()
     out.write(rank0.read().decode(errors="replace"))
     out.flush()
-    return killed, cleanup.remove_new_shm(shm_before), mpi_status
+    return killed, cleanup.remove_new(leftovers_before), mpi_status

@@ -54,16 +54,16 @@ def main(argv: list[str]) -> int:
     run, run_id = RunDir(Path(argv[0])), argv[1]
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)  # a terminal's Ctrl-C is the launch's to handle
-    shm_before = cleanup.shm_snapshot()
+    before = cleanup.leftover_snapshot()
     sys.stdout.write("ready\n")
     sys.stdout.close()
     said = sys.stdin.buffer.read()  # until the launch writes DONE or is gone
     if said == DONE:
         return 0
     stopped = cleanup.kill_run(run_id)
-    removed = cleanup.remove_new_shm(shm_before)
+    removed = cleanup.remove_new(before)
     line = (f"{time.strftime('%Y-%m-%d %H:%M:%S')} the launch ended before its run: stopped "
-            f"{len(stopped)} process(es), removed {len(removed)} shared-memory segment(s)\n")
+            f"{len(stopped)} process(es), removed {cleanup.describe(removed)}\n")
     try:
         with open(run.watchdog_log, "a") as f:
             f.write(line)
