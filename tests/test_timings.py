@@ -23,6 +23,7 @@ import pytest
 
 from ncclsim.launch import cli as launch_cli
 from ncclsim.launch import rank_script
+from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions
 from ncclsim.probe import cli as probe_cli
 from ncclsim.report import cli as report_cli
@@ -304,6 +305,10 @@ def test_rank_script_gives_the_topology_dump_to_host_0_only(tmp_path: Path) -> N
         seen[rank] = run.rank(rank).stdout.read_text().split()
     dump = str(run.topo_dump)
     assert seen == {0: ["h0", dump], 1: ["h0", dump], 2: ["h1", "none"], 3: ["h1", "none"]}, seen
+    # A caller's own value reaches no rank: rank.sh decides.
+    env = rank_environment({"NCCL_TOPO_DUMP_FILE": "/elsewhere.xml", "PATH": os.environ["PATH"]}, run, "id",
+                           tmp_path, connect_at_init=False)
+    assert "NCCL_TOPO_DUMP_FILE" not in env and env["PATH"] == os.environ["PATH"]
 
 
 @pytest.mark.parametrize("environ,no_check,checked", [

@@ -19,7 +19,8 @@ from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import RunDir
 
 def register(sub: Any, catalog: GpuCatalog) -> None:
-    p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory, temporary files)",
+    p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory, "
+                                     "temporary files)",
                        description="Stop the processes of runs whose launch is gone (or of the run "
                                    "in RUN_DIR) on this machine and remove the shared-memory segments "
                                    "of NCCL, MPI and ncclsim and MPI's topology files in /tmp that no "
