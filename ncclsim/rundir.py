@@ -121,6 +121,12 @@ class RankFiles:
         return self.directory / "stderr"
 
     @property
+    def torchrun_logs(self) -> Path:
+        """torchrun's log directory (PET_LOG_DIR): by default torchrun makes a
+        new /tmp/torchelastic_* on every run and never removes it."""
+        return self.directory / "torchrun"
+
+    @property
     def machine(self) -> Path:  # the real machine it ran on
         return self.directory / "machine"
 

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -92,12 +93,17 @@ def test_fsdp_trains(run_cli, torch_env: Path, tmp_path: Path) -> None:
 
 
 def test_collectives_exact_under_torchrun_per_host(run_cli, torch_env: Path, tmp_path: Path) -> None:
-    """2 x 8, torchrun once per simulated host (PET_* from launch), eight workers each."""
+    """2 x 8, torchrun once per simulated host (PET_* from launch), eight workers each.
+    torchrun's logs are the run's (it would make a /tmp/torchelastic_* per host and
+    never remove it)."""
     run = tmp_path / "torchrun"
+    temp_before = set(Path(tempfile.gettempdir()).glob("torchelastic_*"))
     report = _launch(run_cli, run, "--hosts", "2", "--gpus", "8", "--gpus-per-process", "8", "--",
                      str(torch_env / "torchrun"), str(WORKLOADS / "torch_job.py"))
     assert (report["nranks"], report["nnodes"]) == (16, 2)
     assert _checked(_stdout(run, 2), 16) == list(range(16))
+    assert set(Path(tempfile.gettempdir()).glob("torchelastic_*")) <= temp_before
+    assert all(list((run / "ranks" / str(r) / "torchrun").iterdir()) for r in range(2))
 
 
 def test_gpu_monitors_see_the_ranks(ncclsim_exe: Path, clean_env: dict[str, str], torch_env: Path,

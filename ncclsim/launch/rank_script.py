@@ -64,7 +64,7 @@ def write(run: RunDir, processes_per_host: int, timeline: bool = False,
     text = TEMPLATE.format(root=shlex.quote(str(run.root)), per_host=processes_per_host,
                            oom_score_adj=OOM_SCORE_ADJ,
                            timeline=TIMELINE_LINE if timeline else "", preload=preload,
-                           rendezvous=rendezvous.shell() if rendezvous else "")
+                           rendezvous=rendezvous.shell(str(_RANK.torchrun_logs)) if rendezvous else "")
     run.rank_script.write_text(text)
     run.rank_script.chmod(0o755)
     return run.rank_script

@@ -38,13 +38,15 @@ class Rendezvous:
         addr = placement.machines[0] if placement.spread else LOCAL_ADDR
         return cls(hosts, placement.processes_per_host, gpus_per_process, addr, free_port())
 
-    def shell(self) -> str:
-        """The export lines of rank.sh."""
+    def shell(self, torchrun_logs: str) -> str:
+        """The export lines of rank.sh; `torchrun_logs`: torchrun's log
+        directory unless the caller chose one (PET_LOG_DIR)."""
         world = self.hosts * self.processes_per_host
         return (f"export RANK=$rank WORLD_SIZE={world} LOCAL_RANK=$((rank % {self.processes_per_host})) "
                 f"LOCAL_WORLD_SIZE={self.processes_per_host} GROUP_RANK=$host "
                 f"MASTER_ADDR={self.master_addr} MASTER_PORT={self.master_port}\n"
                 f"export PET_NNODES={self.hosts} PET_NODE_RANK=$host "
                 f"PET_NPROC_PER_NODE={self.gpus_per_process} "
-                f"PET_MASTER_ADDR={self.master_addr} PET_MASTER_PORT={self.master_port}\n"
+                f"PET_MASTER_ADDR={self.master_addr} PET_MASTER_PORT={self.master_port} "
+                f'PET_LOG_DIR="${{PET_LOG_DIR:-{torchrun_logs}}}"\n'
                 f"export {GPUS_PER_PROCESS_VARIABLE}={self.gpus_per_process}\n")
