@@ -23,7 +23,6 @@ import pytest
 
 from ncclsim.launch import cli as launch_cli
 from ncclsim.launch import rank_script
-from ncclsim.launch.environment import rank_environment
 from ncclsim.launch.options import LaunchError, LaunchOptions
 from ncclsim.probe import cli as probe_cli
 from ncclsim.report import cli as report_cli
@@ -289,26 +288,27 @@ def test_rank_script_names_the_timeline(tmp_path: Path) -> None:
 def test_rank_script_gives_the_topology_dump_to_host_0_only(tmp_path: Path) -> None:
     """NCCL detects the topology twice in every rank with NCCL_TOPO_DUMP_FILE
     set: rank.sh sets it for the processes of host 0 (which holds NCCL's rank
-    0), not for the others. Two processes per host, run by a real shell."""
+    0), not for the others, whatever the caller set. Two processes per host,
+    run by a real shell, without the variable and with a caller's own."""
     run = RunDir(tmp_path)
     script = rank_script.write(run, 2)
     for host in range(2):
         run.host(host).env.parent.mkdir(parents=True)
         run.host(host).env.write_text(f"export NCCLSIM_HOSTNAME=h{host}\n")
-    seen = {}
-    for rank in range(4):
-        run.rank(rank).directory.mkdir(parents=True)
-        env = {k: v for k, v in os.environ.items() if k != "NCCL_TOPO_DUMP_FILE"}
-        proc = subprocess.run(["sh", str(script), "sh", "-c", 'echo "$NCCLSIM_HOSTNAME ${NCCL_TOPO_DUMP_FILE:-none}"'],
-                              env={**env, "PMI_RANK": str(rank)}, timeout=30)
-        assert proc.returncode == 0 and run.rank(rank).status() == 0
-        seen[rank] = run.rank(rank).stdout.read_text().split()
     dump = str(run.topo_dump)
-    assert seen == {0: ["h0", dump], 1: ["h0", dump], 2: ["h1", "none"], 3: ["h1", "none"]}, seen
-    # A caller's own value reaches no rank: rank.sh decides.
-    env = rank_environment({"NCCL_TOPO_DUMP_FILE": "/elsewhere.xml", "PATH": os.environ["PATH"]}, run, "id",
-                           tmp_path, connect_at_init=False)
-    assert "NCCL_TOPO_DUMP_FILE" not in env and env["PATH"] == os.environ["PATH"]
+    for callers in (None, "/elsewhere.xml"):
+        env = {k: v for k, v in os.environ.items() if k != "NCCL_TOPO_DUMP_FILE"}
+        if callers:
+            env["NCCL_TOPO_DUMP_FILE"] = callers
+        seen = {}
+        for rank in range(4):
+            run.rank(rank).directory.mkdir(parents=True, exist_ok=True)
+            proc = subprocess.run(["sh", str(script), "sh", "-c",
+                                   'echo "$NCCLSIM_HOSTNAME ${NCCL_TOPO_DUMP_FILE:-none}"'],
+                                  env={**env, "PMI_RANK": str(rank)}, timeout=30)
+            assert proc.returncode == 0 and run.rank(rank).status() == 0
+            seen[rank] = run.rank(rank).stdout.read_text().split()
+        assert seen == {0: ["h0", dump], 1: ["h0", dump], 2: ["h1", "none"], 3: ["h1", "none"]}, (callers, seen)
 
 
 @pytest.mark.parametrize("environ,no_check,checked", [

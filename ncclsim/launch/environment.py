@@ -36,9 +36,7 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
     NCCL's own socket transport, as such a machine does, over `interface`."""
     sim = lib_dir()
     mpi = mpi_lib_dir()  # the MPI of the mpiexec that starts the ranks
-    # NCCL_TOPO_DUMP_FILE: rank.sh gives host 0's processes the run directory's
-    # (a caller's value would have every other rank detect the topology twice).
-    env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES and k != "NCCL_TOPO_DUMP_FILE"}
+    env = {k: v for k, v in base.items() if k not in UNSET_VARIABLES}
     env.update({
         "LD_LIBRARY_PATH": prepend_paths([sim, nccl_lib, cudart_lib_dir(), *([mpi] if mpi else [])],
                                          base.get("LD_LIBRARY_PATH", "")),

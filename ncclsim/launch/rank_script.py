@@ -8,7 +8,8 @@ launcher, which reports and cleans up, and the machine's other programs are
 the last. Being a plain script keyed on the MPI rank, it works with any MPI or
 Slurm (see launch/). Every path comes from ncclsim.rundir.
 
-Only host 0's processes get NCCL_TOPO_DUMP_FILE: NCCL (2.24 on) detects the
+Only host 0's processes get NCCL_TOPO_DUMP_FILE (a caller's own value reaches
+no rank): NCCL (2.24 on) detects the
 topology a second time in every rank that has it set, though only its rank 0
 (NCCL_TOPO_DUMP_FILE_RANK) writes the file; at 32 x 8 that second pass was a
 quarter of initialisation. The file was always rank 0's view, and rank 0 is
@@ -39,7 +40,7 @@ cat /proc/sys/kernel/hostname >"{_RANK.machine}" 2>/dev/null
 echo "$$" >"{_RANK.pid}"
 {{{{ echo {{oom_score_adj}} >/proc/self/oom_score_adj; }}}} 2>/dev/null
 export NCCL_DEBUG_FILE="{_RANK.nccl_log}"
-[ "$host" != 0 ] || export NCCL_TOPO_DUMP_FILE="{_IN_SCRIPT.topo_dump}"
+if [ "$host" = 0 ]; then export NCCL_TOPO_DUMP_FILE="{_IN_SCRIPT.topo_dump}"; else unset NCCL_TOPO_DUMP_FILE; fi
 {{rendezvous}}{{timeline}}{{preload}}"$@" >"{_RANK.stdout}" 2>"{_RANK.stderr}" </dev/null
 status=$?
 echo "$status" >"{_RANK.exit}"
