@@ -399,3 +399,62 @@ def test_a_network_announcement_wakes_its_own_gpu_only(lib_dir: Path, clean_env:
     # at its 100 ms timeouts and at the end.
     assert nudges > 100 and own > nudges / 2, (own, other, nudges)
     assert other <= 10, (own, other, nudges)
+
+
+# An NCCL service thread as NCCL writes it: it polls its socket with a long
+# timeout (here none at all) and looks at its stop flag when poll returns;
+# its owner sets the flag and joins it. The thread names itself as NCCL
+# names its threads. Prints the data it read and what its last poll returned.
+SERVICE_C = r"""
+#define _GNU_SOURCE
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+static int fds[2], stop, got, last = -2;
+static void *service(void *arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "NCCL UDS Serv 0"); /* 15 characters at most */
+    struct pollfd p = {.fd = fds[0], .events = POLLIN};
+    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
+        last = poll(&p, 1, -1);
+        char c;
+        if (last > 0 && (p.revents & POLLIN) && read(fds[0], &c, 1) == 1) __atomic_add_fetch(&got, 1, __ATOMIC_RELEASE);
+    }
+    return NULL;
+}
+int serve_and_join(void) {
+    pthread_t t;
+    if (pipe(fds) || pthread_create(&t, NULL, service, NULL)) return -1;
+    if (write(fds[1], "x", 1) != 1) return -1;
+    while (!__atomic_load_n(&got, __ATOMIC_ACQUIRE)) usleep(1000);
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    pthread_join(t, NULL);
+    printf("got %d last %d\n", got, last);
+    return fflush(stdout);
+}
+"""
+
+
+@pytest.mark.parametrize("preload", [True, False], ids=["preloaded", "plain"])
+def test_joining_a_service_thread_ends_its_long_poll(lib_dir: Path, clean_env: dict[str, str], tmp_path: Path,
+                                                     preload: bool) -> None:
+    """ncclCommDestroy joins NCCL's UDS service thread, which polls with a
+    500 ms timeout and sees its stop flag only when poll returns: under the
+    preload the join ends that poll (as a timeout: poll returns 0), while the
+    data the thread polled for still arrives as before. Without the preload,
+    a thread polling with no timeout is never woken."""
+    src = tmp_path / "service.c"
+    src.write_text(SERVICE_C)
+    lib = tmp_path / "libnccl.so.2"  # the host library knows NCCL by its file name
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", "-pthread", str(src), "-o", str(lib)],
+                   check=True)
+    env = {**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)} if preload else clean_env
+    run = [sys.executable, "-c", "import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).serve_and_join())", str(lib)]
+    if not preload:
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(run, env=env, capture_output=True, timeout=2)
+        return
+    proc = subprocess.run(run, env=env, text=True, capture_output=True, timeout=20)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["got", "1", "last", "0"], proc.stdout

@@ -4,6 +4,7 @@
 #define NCCLSIM_HOST_INTERPOSE_H
 
 #include <dlfcn.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -61,5 +62,11 @@ struct host_recv_pages {
 };
 void host_recv_pages_before(struct host_recv_pages *p, const void *buf, size_t len);
 void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got);
+
+/* join_wake.c: a poll of `timeout` ms (NCCL's, from one of its threads) that
+ * a pthread_join of the calling thread ends early, returning 0 as a timeout
+ * would; HOST_LONG_POLL_MS or longer, or without a limit. */
+#define HOST_LONG_POLL_MS 100
+int host_poll_wakeable(int (*real_poll)(struct pollfd *, nfds_t, int), struct pollfd *fds, nfds_t n, int timeout);
 
 #endif

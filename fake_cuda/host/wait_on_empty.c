@@ -60,8 +60,10 @@ static __thread struct {
 EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
     REAL(poll);
-    if (timeout == 0 && host_thread_kind() == HOST_THREAD_NCCL &&
+    bool long_wait = timeout < 0 || timeout >= HOST_LONG_POLL_MS;
+    if ((timeout == 0 || long_wait) && host_thread_kind() == HOST_THREAD_NCCL &&
         host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL) {
+        if (long_wait) return host_poll_wakeable(fn_, fds, n, timeout);
         polled.n = n <= MAX_POLLED ? (int)n : -1;
         for (int i = 0; i < polled.n; i++) polled.fds[i] = (struct pollfd){.fd = fds[i].fd, .events = fds[i].events};
     }
