@@ -401,36 +401,53 @@ def test_a_network_announcement_wakes_its_own_gpu_only(lib_dir: Path, clean_env:
     assert other <= 10, (own, other, nudges)
 
 
-# An NCCL service thread as NCCL writes it: it polls its socket with a long
-# timeout (here none at all) and looks at its stop flag when poll returns;
-# its owner sets the flag and joins it. The thread names itself as NCCL
-# names its threads. Prints the data it read and what its last poll returned.
+# An NCCL service thread as NCCL writes it: it polls its socket with a
+# timeout, looks at its stop flag when poll returns, then reads a request if
+# poll said one is there; its owner sets the flag and joins it. It names itself
+# as NCCL names its threads. First its polls time out (150 ms) after a request
+# was read (poll must then say nothing is there: a read that finds nothing is
+# counted as spurious), then it polls without a timeout, which only the join
+# can end. Prints the requests read, whether polls timed out, the spurious
+# reads and what the last poll returned.
 SERVICE_C = r"""
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <unistd.h>
-static int fds[2], stop, got, last = -2;
+static int fds[2], stop, got, timeout_ms = 150, timeouts, spurious, last = -2;
 static void *service(void *arg) {
     (void)arg;
     pthread_setname_np(pthread_self(), "NCCL UDS Serv 0"); /* 15 characters at most */
     struct pollfd p = {.fd = fds[0], .events = POLLIN};
-    while (!__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) {
-        last = poll(&p, 1, -1);
+    for (;;) {
+        last = poll(&p, 1, __atomic_load_n(&timeout_ms, __ATOMIC_ACQUIRE));
+        if (last == 0) timeouts++;
+        if (__atomic_load_n(&stop, __ATOMIC_ACQUIRE)) break;
         char c;
-        if (last > 0 && (p.revents & POLLIN) && read(fds[0], &c, 1) == 1) __atomic_add_fetch(&got, 1, __ATOMIC_RELEASE);
+        if (p.revents) {
+            if (read(fds[0], &c, 1) == 1) __atomic_add_fetch(&got, 1, __ATOMIC_RELEASE);
+            else if (errno == EAGAIN) spurious++;
+        }
     }
     return NULL;
 }
+static void request(int n) {
+    if (write(fds[1], "x", 1) != 1) _exit(3);
+    while (__atomic_load_n(&got, __ATOMIC_ACQUIRE) < n) usleep(1000);
+}
 int serve_and_join(void) {
     pthread_t t;
-    if (pipe(fds) || pthread_create(&t, NULL, service, NULL)) return -1;
-    if (write(fds[1], "x", 1) != 1) return -1;
-    while (!__atomic_load_n(&got, __ATOMIC_ACQUIRE)) usleep(1000);
+    if (pipe(fds) || fcntl(fds[0], F_SETFL, O_NONBLOCK) || pthread_create(&t, NULL, service, NULL)) return -1;
+    request(1);
+    usleep(400000); /* two or more polls time out */
+    __atomic_store_n(&timeout_ms, -1, __ATOMIC_RELEASE);
+    request(2);
     __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
     pthread_join(t, NULL);
-    printf("got %d last %d\n", got, last);
+    printf("got %d timed_out %d spurious %d last %d\n", got, timeouts >= 2, spurious, last);
     return fflush(stdout);
 }
 """
@@ -453,8 +470,8 @@ def test_joining_a_service_thread_ends_its_long_poll(lib_dir: Path, clean_env: d
     run = [sys.executable, "-c", "import ctypes, sys; sys.exit(ctypes.CDLL(sys.argv[1]).serve_and_join())", str(lib)]
     if not preload:
         with pytest.raises(subprocess.TimeoutExpired):
-            subprocess.run(run, env=env, capture_output=True, timeout=2)
+            subprocess.run(run, env=env, capture_output=True, timeout=3)
         return
     proc = subprocess.run(run, env=env, text=True, capture_output=True, timeout=20)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.split() == ["got", "1", "last", "0"], proc.stdout
+    assert proc.stdout.split() == ["got", "2", "timed_out", "1", "spurious", "0", "last", "0"], proc.stdout

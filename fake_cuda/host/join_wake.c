@@ -94,15 +94,14 @@ int host_poll_wakeable(int (*real_poll)(struct pollfd *, nfds_t, int), struct po
     memcpy(all, fds, n * sizeof *fds);
     all[n] = (struct pollfd){.fd = fd, .events = POLLIN};
     int r = real_poll(all, n + 1, timeout);
-    if (r <= 0) return r;
     int e = errno;
-    if (all[n].revents) {
+    for (nfds_t i = 0; i < n; i++) fds[i].revents = all[i].revents; /* set by every poll, 0 at a timeout */
+    if (r > 0 && all[n].revents) {
         uint64_t count;
         if (read(fd, &count, sizeof count) < 0) { /* drained by an earlier read: nothing to do */
         }
         r--;
     }
-    for (nfds_t i = 0; i < n; i++) fds[i].revents = all[i].revents;
     errno = e;
     return r; /* 0 when only the join woke it: as if the timeout had passed */
 }
