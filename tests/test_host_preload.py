@@ -117,7 +117,7 @@ def test_without_the_preload_memset_takes_the_pages(clean_env: dict[str, str], t
 # Large copies and receives of mostly zeros (NCCL's gathered topology
 # structures): every byte checked; what each took of private memory.
 COPIES = r"""
-import ctypes, mmap, socket, threading
+import ctypes, mmap, socket, sys, threading
 MB, PAGE = 1 << 20, 4096
 libc = ctypes.CDLL(None)
 libc.memcpy.restype = ctypes.c_void_p
@@ -152,16 +152,18 @@ libc.memcpy(address(used), address(src), 4 * MB)
 print("copy_used", rss_anon() - before)
 assert used[:] == src[:4 * MB], "copy into used pages differs"
 
-def receive(buf, data):
+def python_recv(sock, buf, at, n):
+    return sock.recv_into(memoryview(buf)[at:at + n])
+
+def receive(buf, data, recv=python_recv):
     a, b = socket.socketpair()
     go = threading.Event()
     sender = threading.Thread(target=lambda: go.wait() and a.sendall(data))
     sender.start()  # before the count starts: a new thread's stack takes pages of its own
-    view = memoryview(buf)
     got, calls, before = 0, 0, rss_anon()
     go.set()
     while got < len(data):
-        got += b.recv_into(view[got:])
+        got += recv(b, buf, got, len(data) - got)
         calls += 1
     sender.join()
     taken = rss_anon() - before  # before the check, whose slices take memory of their own
@@ -177,30 +179,64 @@ print("recv_calls", calls)
 used = fresh(4 * MB)
 used[:] = b"\xff" * (4 * MB)
 print("recv_used", receive(used, data)[0])
+
+# The same receives by a library named as NCCL's (sys.argv[1]), which calls
+# recv itself, as NCCL's socket code does.
+nccl = ctypes.CDLL(sys.argv[1])
+nccl.receive.restype = ctypes.c_long
+nccl.receive.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t]
+def nccl_recv(sock, buf, at, n):
+    got = nccl.receive(sock.fileno(), address(buf) + at, n)
+    assert got > 0, got
+    return got
+taken, calls = receive(fresh(4 * MB), data, nccl_recv)
+print("nccl_fresh", taken)
+print("nccl_calls", calls)
+used = fresh(4 * MB)
+used[:] = b"\xff" * (4 * MB)
+print("nccl_used", receive(used, data, nccl_recv)[0])
 print("ok")
 """
 
+RECEIVE_C = r"""
+#include <sys/socket.h>
+long receive(int fd, void *buf, unsigned long n) { return (long)recv(fd, buf, n, 0); }
+"""
 
-def _copies(env: dict[str, str]) -> dict[str, int]:
-    proc = subprocess.run([sys.executable, "-c", COPIES], env=env, text=True, capture_output=True, timeout=60)
+
+def _copies(env: dict[str, str], tmp_path: Path) -> dict[str, int]:
+    src, lib = tmp_path / "receive.c", tmp_path / "libnccl.so.2"  # the host library knows NCCL by its file name
+    src.write_text(RECEIVE_C)
+    # (not a tail call: the host library looks at who called recv)
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-fno-optimize-sibling-calls", "-Wall", "-Werror", str(src),
+                    "-o", str(lib)], check=True)
+    proc = subprocess.run([sys.executable, "-c", COPIES, str(lib)], env=env, text=True, capture_output=True,
+                          timeout=60)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.split("\n")
     assert lines[-2:] == ["ok", ""], proc.stdout
     return {line.split()[0]: int(line.split()[1]) for line in lines[:-2]}
 
 
-def test_copies_and_receives_of_zeros_take_no_pages(lib_dir: Path, clean_env: dict[str, str]) -> None:
-    with_preload = _copies({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)})
-    plain = _copies(clean_env)
-    # Without the preload the 8 MiB copy and the 4 MiB receive take their pages.
+def test_copies_and_receives_of_zeros_take_no_pages(lib_dir: Path, clean_env: dict[str, str],
+                                                    tmp_path: Path) -> None:
+    with_preload = _copies({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}, tmp_path)
+    plain = _copies(clean_env, tmp_path)
+    # Without the preload the 8 MiB copy and the 4 MiB receives take their pages.
     assert plain["copy_fresh"] >= 7 << 20 and plain["recv_fresh"] >= 3 << 20, plain
+    assert plain["nccl_fresh"] >= 3 << 20, plain
     # With it only the pages holding data do: 1 in 64 of the copy; the receive's 2, one page per recv
     # call (split between two calls, neither received it whole) and a last call's under 64 KiB (a
     # receive into less is not looked at: NCCL's polls of a few bytes).
     assert with_preload["copy_fresh"] < 48 * 4096, with_preload
     assert with_preload["recv_fresh"] <= (2 + with_preload["recv_calls"] + 16) * 4096, with_preload
+    # NCCL's receives go through a 256 KiB scratch buffer (which the thread keeps: 64 pages), so
+    # that the pages of zeros are not faulted in one by one: they arrive in 16 parts or more.
+    assert with_preload["nccl_fresh"] <= (64 + 2 + with_preload["nccl_calls"] + 16) * 4096, with_preload
+    assert with_preload["nccl_calls"] >= 16, with_preload
     # Pages in use stay in use either way.
     assert abs(with_preload["copy_used"]) < 8 * 4096 and abs(with_preload["recv_used"]) < 8 * 4096, with_preload
+    assert abs(with_preload["nccl_used"]) < 8 * 4096, with_preload
 
 
 # NCCL's way of making a shared-memory segment (ncclOsShmOpen): fallocate

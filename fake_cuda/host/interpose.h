@@ -50,18 +50,18 @@ const struct timespec *host_sleep_length(const void *ret, const struct timespec 
  * PUNCH_PRIVATE_MIN bytes, *(size_t *)ctx), false for any other memory. */
 bool host_write_zeros(char *run, size_t bytes, void *ctx);
 bool host_give_back(char *run, size_t bytes, void *ctx);
+/* host_give_back for data that arrived (zero_copy.c), which is read next
+ * (sent on, parsed): private pages given back are mapped to the zero page in
+ * one call, not faulted in one by one at their first read. */
+bool host_give_back_readable(char *run, size_t bytes, void *ctx);
 
-/* zero_copy.c: around a recv() of `len` bytes into `buf`, which pages (up to
- * HOST_RECV_PAGES) were out of memory before it; after it, those of them
- * that received only zeros are given back. */
+/* zero_copy.c: recv() of `n` bytes into `buf` by `real` (libc's) that gives
+ * back the pages of `buf` (up to HOST_RECV_PAGES) that were out of memory
+ * and received only zeros; `from_nccl`: NCCL's own call, which may receive
+ * into those pages through a scratch buffer instead of faulting them in. */
 #define HOST_RECV_PAGES 4096
-struct host_recv_pages {
-    uintptr_t first;
-    size_t span;
-    unsigned char before[HOST_RECV_PAGES];
-};
-void host_recv_pages_before(struct host_recv_pages *p, const void *buf, size_t len);
-void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got);
+typedef ssize_t recv_fn(int fd, void *buf, size_t n, int flags);
+ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, bool from_nccl);
 
 /* join_wake.c: a poll of `timeout` ms (NCCL's, from one of its threads) that
  * a pthread_join of the calling thread ends early, returning 0 as a timeout

@@ -120,10 +120,7 @@ static void wait_if_empty(int fd, long r)
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     REAL(recv);
-    struct host_recv_pages pages;
-    host_recv_pages_before(&pages, buf, n);
-    ssize_t r = fn_(fd, buf, n, flags);
-    host_recv_pages_after(&pages, buf, n, r);
+    ssize_t r = host_recv(fn_, fd, buf, n, flags, host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL);
     wait_if_empty(fd, r);
     return r;
 }

@@ -11,16 +11,20 @@
  *  - memcpy of 1 MiB or more: a run of whole pages whose source is all zeros
  *    is zeroed as zero_fill.c zeroes (pages out of memory given back, pages
  *    in memory written); the rest is copied.
- *  - recv into 64 KiB or more (wait_on_empty.c's recv calls the two
- *    functions here around libc's): whole pages of what arrived, however
- *    little that was, that are all zeros and were out of memory before the
- *    call are given back. Pages that were in memory stay: their owner is
- *    using them, and given back each would fault in again at its next write
- *    (a buffer received into again and again).
+ *  - recv into 64 KiB or more (wait_on_empty.c's recv calls host_recv):
+ *    whole pages of what arrived, however little that was, that are all
+ *    zeros and were out of memory before the call are given back. Pages that
+ *    were in memory stay: their owner is using them, and given back each
+ *    would fault in again at its next write (a buffer received into again
+ *    and again). NCCL's own receives from stream sockets go through a
+ *    scratch buffer, so that those pages are not faulted in at all.
  * The bytes are the same as the plain call's either way. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -85,7 +89,7 @@ EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
         size_t j = i + 1;
         while (j < pages && all_zero(src + j * page, page) == zero) j++;
         if (zero)
-            fc_zero_runs(dst + i * page, j - i, page, host_write_zeros, host_give_back, &n);
+            fc_zero_runs(dst + i * page, j - i, page, host_write_zeros, host_give_back_readable, &n);
         else
             copy(dst + i * page, src + i * page, (j - i) * page);
         i = j;
@@ -96,37 +100,138 @@ EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
     return d;
 }
 
-void host_recv_pages_before(struct host_recv_pages *p, const void *buf, size_t len)
+/* Which pages of a receive of `len` bytes into `buf` (up to HOST_RECV_PAGES
+ * whole pages from the first) were out of memory before it. */
+struct recv_pages {
+    uintptr_t first;
+    size_t span;
+    unsigned char before[HOST_RECV_PAGES];
+};
+
+static void pages_before(struct recv_pages *p, const void *buf, size_t len, size_t page)
 {
-    p->span = 0;
-    if (len < SPARSE_RECV_MIN) return; /* most calls: NCCL's polls of a few bytes */
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
     p->first = ((uintptr_t)buf + page - 1) & ~(uintptr_t)(page - 1);
-    p->span = ((uintptr_t)buf + len - p->first) / page;
+    p->span = (uintptr_t)buf + len > p->first ? ((uintptr_t)buf + len - p->first) / page : 0;
     if (p->span > HOST_RECV_PAGES) p->span = HOST_RECV_PAGES;
     if (p->span && mincore((void *)p->first, p->span * page, p->before) != 0) p->span = 0;
 }
 
-/* Page i of a receive: out of memory before it, and it received only zeros. */
-static bool droppable(const struct host_recv_pages *p, size_t i, size_t page)
+static bool any_out(const struct recv_pages *p)
 {
-    return !(p->before[i] & 1) && all_zero((const char *)p->first + i * page, page);
+    for (size_t i = 0; i < p->span; i++)
+        if (!(p->before[i] & 1)) return true;
+    return false;
 }
 
-void host_recv_pages_after(const struct host_recv_pages *p, const void *buf, size_t len, ssize_t got)
+/* Page i of a receive: out of memory before it, and `data` (its bytes) are
+ * all zeros. */
+static bool droppable(const struct recv_pages *p, size_t i, const char *data, size_t page)
 {
-    if (got <= 0 || !p->span) return; /* a large receive may arrive in small parts */
-    int saved = errno;
-    size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t received = (size_t)got < len ? (size_t)got : len; /* MSG_TRUNC returns more than fits */
-    size_t whole = ((uintptr_t)buf + received - p->first) / page, any = SIZE_MAX;
+    return !(p->before[i] & 1) && all_zero(data, page);
+}
+
+/* After a receive of `got` bytes into `buf`: the pages that were out of
+ * memory before it and received only zeros are given back. */
+static void give_back_zeros(const struct recv_pages *p, const void *buf, size_t got, size_t page)
+{
+    size_t whole = ((uintptr_t)buf + got - p->first) / page, any = SIZE_MAX;
+    if ((uintptr_t)buf + got < p->first) whole = 0;
     if (whole > p->span) whole = p->span;
     for (size_t i = 0; i < whole;) {
-        bool drop = droppable(p, i, page);
+        char *at = (char *)p->first + i * page;
+        bool drop = droppable(p, i, at, page);
         size_t j = i + 1;
-        while (j < whole && droppable(p, j, page) == drop) j++;
-        if (drop) host_give_back((char *)p->first + i * page, (j - i) * page, &any);
+        while (j < whole && droppable(p, j, (char *)p->first + j * page, page) == drop) j++;
+        if (drop) host_give_back_readable(at, (j - i) * page, &any);
         i = j;
     }
+}
+
+/* A thread's scratch for receives into memory not in use, kept while the
+ * thread lives (it receives again: NCCL's ring of topology gathers). */
+#define SCRATCH_BYTES ((size_t)256 << 10)
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static bool scratch_key_made;
+static __thread char *scratch;
+static __thread bool scratch_failed;
+
+static void scratch_free(void *p) { munmap(p, SCRATCH_BYTES); }
+
+static void scratch_make_key(void) { scratch_key_made = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+static char *own_scratch(void)
+{
+    if (scratch || scratch_failed) return scratch;
+    scratch_failed = true;
+    pthread_once(&scratch_once, scratch_make_key);
+    if (!scratch_key_made) return NULL;
+    void *p = mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    if (pthread_setspecific(scratch_key, p)) {
+        munmap(p, SCRATCH_BYTES);
+        return NULL;
+    }
+    scratch_failed = false;
+    return scratch = p;
+}
+
+static bool stream_socket(int fd)
+{
+    int type;
+    socklen_t len = sizeof type;
+    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
+}
+
+/* A receive from a stream socket into pages out of memory, through the
+ * scratch: what arrived is copied to `buf` except whole pages of zeros that
+ * were out of memory, which are given back. No page of `buf` is faulted in
+ * only to be given back again (a fault per page is most of what NCCL's
+ * gather of 3.4 MB topology structures cost). At most SCRATCH_BYTES arrive
+ * per call, which a stream socket's receive may always return. */
+static ssize_t recv_through(char *tmp, recv_fn *real, int fd, void *buf, size_t n, int flags, size_t page)
+{
+    size_t want = n < SCRATCH_BYTES ? n : SCRATCH_BYTES;
+    struct recv_pages p;
+    pages_before(&p, buf, want, page);
+    ssize_t r = real(fd, tmp, want, flags);
+    if (r <= 0) return r;
+    int saved = errno;
+    size_t got = (size_t)r, head = p.first - (uintptr_t)buf;
+    if (head > got) head = got;
+    copy(buf, tmp, head);
+    size_t whole = (got - head) / page, any = SIZE_MAX;
+    if (whole > p.span) whole = p.span;
+    for (size_t i = 0; i < whole;) {
+        bool drop = droppable(&p, i, tmp + head + i * page, page);
+        size_t j = i + 1;
+        while (j < whole && droppable(&p, j, tmp + head + j * page, page) == drop) j++;
+        char *at = (char *)p.first + i * page;
+        if (!drop || !host_give_back_readable(at, (j - i) * page, &any))
+            copy(at, tmp + head + i * page, (j - i) * page);
+        i = j;
+    }
+    size_t done = head + whole * page;
+    copy((char *)buf + done, tmp + done, got - done);
     errno = saved;
+    return r;
+}
+
+ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, bool from_nccl)
+{
+    if (n < SPARSE_RECV_MIN) return real(fd, buf, n, flags); /* most calls: NCCL's polls of a few bytes */
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    struct recv_pages p;
+    pages_before(&p, buf, n, page);
+    if (!p.span || !any_out(&p)) return real(fd, buf, n, flags);
+    char *tmp;
+    if (from_nccl && !(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) && (tmp = own_scratch()) && stream_socket(fd))
+        return recv_through(tmp, real, fd, buf, n, flags, page);
+    ssize_t r = real(fd, buf, n, flags);
+    if (r > 0) { /* a large receive may arrive in small parts */
+        int saved = errno;
+        give_back_zeros(&p, buf, (size_t)r < n ? (size_t)r : n, page); /* MSG_TRUNC returns more than fits */
+        errno = saved;
+    }
+    return r;
 }

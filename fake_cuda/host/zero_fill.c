@@ -80,6 +80,14 @@ bool host_give_back(char *run, size_t bytes, void *ctx)
     return madvise(run, bytes, MADV_REMOVE) == 0 || (whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes));
 }
 
+bool host_give_back_readable(char *run, size_t bytes, void *ctx)
+{
+    if (madvise(run, bytes, MADV_REMOVE) == 0) return true; /* shared memory: a read would allocate */
+    if (*(const size_t *)ctx < PUNCH_PRIVATE_MIN || !drop_private(run, bytes)) return false;
+    madvise(run, bytes, MADV_POPULATE_READ); /* where it fails, each page faults in at its first read */
+    return true;
+}
+
 EXPORT void *memset(void *p, int c, size_t n)
 {
     if (c != 0 || n < PUNCH_SHARED_MIN) return fill(p, c, n);
