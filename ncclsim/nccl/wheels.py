@@ -11,7 +11,6 @@ with pip, and only its library and headers are kept.
 from __future__ import annotations
 
 import fcntl
-import importlib.metadata
 import os
 import re
 import shutil
@@ -53,6 +52,8 @@ class NcclFetchError(NcclsimError):
 
 def installed() -> Optional[NcclBuild]:
     """The NCCL wheel of this environment; None when it has none."""
+    import importlib.metadata  # here: its import is most of a rank's `ncclsim probe` start, which never asks
+
     for flavour in FLAVOURS:
         try:
             version = importlib.metadata.version(f"nvidia-nccl-{flavour}")
