@@ -189,24 +189,22 @@ static bool stream_socket(int fd)
  * only to be given back again (a fault per page is most of what NCCL's
  * gather of 3.4 MB topology structures cost). At most SCRATCH_BYTES arrive
  * per call, which a stream socket's receive may always return. */
-static ssize_t recv_through(char *tmp, recv_fn *real, int fd, void *buf, size_t n, int flags, size_t page)
+static ssize_t recv_through(char *tmp, recv_fn *real, int fd, void *buf, size_t n, int flags,
+                            const struct recv_pages *p, size_t page)
 {
-    size_t want = n < SCRATCH_BYTES ? n : SCRATCH_BYTES;
-    struct recv_pages p;
-    pages_before(&p, buf, want, page);
-    ssize_t r = real(fd, tmp, want, flags);
+    ssize_t r = real(fd, tmp, n < SCRATCH_BYTES ? n : SCRATCH_BYTES, flags);
     if (r <= 0) return r;
     int saved = errno;
-    size_t got = (size_t)r, head = p.first - (uintptr_t)buf;
+    size_t got = (size_t)r, head = p->first - (uintptr_t)buf;
     if (head > got) head = got;
     copy(buf, tmp, head);
     size_t whole = (got - head) / page, any = SIZE_MAX;
-    if (whole > p.span) whole = p.span;
+    if (whole > p->span) whole = p->span;
     for (size_t i = 0; i < whole;) {
-        bool drop = droppable(&p, i, tmp + head + i * page, page);
+        bool drop = droppable(p, i, tmp + head + i * page, page);
         size_t j = i + 1;
-        while (j < whole && droppable(&p, j, tmp + head + j * page, page) == drop) j++;
-        char *at = (char *)p.first + i * page;
+        while (j < whole && droppable(p, j, tmp + head + j * page, page) == drop) j++;
+        char *at = (char *)p->first + i * page;
         if (!drop || !host_give_back_readable(at, (j - i) * page, &any))
             copy(at, tmp + head + i * page, (j - i) * page);
         i = j;
@@ -226,7 +224,7 @@ ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, bool fr
     if (!p.span || !any_out(&p)) return real(fd, buf, n, flags);
     char *tmp;
     if (from_nccl && !(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) && (tmp = own_scratch()) && stream_socket(fd))
-        return recv_through(tmp, real, fd, buf, n, flags, page);
+        return recv_through(tmp, real, fd, buf, n, flags, &p, page);
     ssize_t r = real(fd, buf, n, flags);
     if (r > 0) { /* a large receive may arrive in small parts */
         int saved = errno;
