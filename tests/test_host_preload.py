@@ -511,3 +511,24 @@ def test_joining_a_service_thread_ends_its_long_poll(lib_dir: Path, clean_env: d
     proc = subprocess.run(run, env=env, text=True, capture_output=True, timeout=20)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["got", "2", "timed_out", "1", "spurious", "0", "last", "0"], proc.stdout
+
+
+THP_DISABLED_PY = r"""
+import ctypes
+PR_GET_THP_DISABLE = 42
+print(ctypes.CDLL(None, use_errno=True).prctl(PR_GET_THP_DISABLE, 0, 0, 0, 0))
+"""
+
+
+def test_rank_processes_take_no_transparent_huge_pages(lib_dir: Path, clean_env: dict[str, str]) -> None:
+    """NCCL's scattered writes into large zeroed allocations hold a page each;
+    on a machine whose transparent huge pages are `always` they would hold
+    2 MiB each. The host library turns them off for its process."""
+    def disabled(env: dict[str, str]) -> str:
+        proc = subprocess.run([sys.executable, "-c", THP_DISABLED_PY], env=env, text=True, capture_output=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    assert disabled({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}) == "1"
+    assert disabled(clean_env) == "0"
