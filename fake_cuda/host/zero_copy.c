@@ -33,6 +33,9 @@
 
 #define SPARSE_COPY_MIN ((size_t)1 << 20)
 #define SPARSE_RECV_MIN ((size_t)64 << 10)
+/* A run of zero pages shorter than this amid data is written like the data:
+ * giving it back costs five system calls, a page fault is cheaper. */
+#define GIVE_BACK_MIN_PAGES 4
 
 typedef void *memcpy_fn(void *restrict, const void *restrict, size_t);
 static memcpy_fn *real_memcpy;
@@ -88,7 +91,7 @@ EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
         bool zero = all_zero(src + i * page, page);
         size_t j = i + 1;
         while (j < pages && all_zero(src + j * page, page) == zero) j++;
-        if (zero)
+        if (zero && j - i >= GIVE_BACK_MIN_PAGES)
             fc_zero_runs(dst + i * page, j - i, page, host_write_zeros, host_give_back_readable, &n);
         else
             copy(dst + i * page, src + i * page, (j - i) * page);
@@ -142,7 +145,7 @@ static void give_back_zeros(const struct recv_pages *p, const void *buf, size_t 
         bool drop = droppable(p, i, at, page);
         size_t j = i + 1;
         while (j < whole && droppable(p, j, (char *)p->first + j * page, page) == drop) j++;
-        if (drop) host_give_back_readable(at, (j - i) * page, &any);
+        if (drop && j - i >= GIVE_BACK_MIN_PAGES) host_give_back_readable(at, (j - i) * page, &any);
         i = j;
     }
 }
@@ -205,7 +208,7 @@ static ssize_t recv_through(char *tmp, recv_fn *real, int fd, void *buf, size_t 
         size_t j = i + 1;
         while (j < whole && droppable(p, j, tmp + head + j * page, page) == drop) j++;
         char *at = (char *)p->first + i * page;
-        if (!drop || !host_give_back_readable(at, (j - i) * page, &any))
+        if (!drop || j - i < GIVE_BACK_MIN_PAGES || !host_give_back_readable(at, (j - i) * page, &any))
             copy(at, tmp + head + i * page, (j - i) * page);
         i = j;
     }
