@@ -8,12 +8,13 @@
  * sockets. With 8 ranks a host that is 27 MB per rank for a moment, and on
  * 128 x 8 simulated GPUs the ranks reach it together: 28 GB, more than the
  * machine.
- *  - memcpy of 1 MiB or more: a run of whole pages whose source is all zeros
- *    is zeroed as zero_fill.c zeroes (pages out of memory given back, pages
- *    in memory written); the rest is copied.
+ *  - memcpy of 1 MiB or more: a run of GIVE_BACK_MIN_PAGES or more whole
+ *    pages whose source is all zeros is zeroed as zero_fill.c zeroes (pages
+ *    out of memory given back, pages in memory written); the rest is copied.
  *  - recv into 64 KiB or more (wait_on_empty.c's recv calls host_recv):
- *    whole pages of what arrived, however little that was, that are all
- *    zeros and were out of memory before the call are given back. Pages that
+ *    runs of GIVE_BACK_MIN_PAGES or more whole pages of what arrived, however
+ *    little that was, that are all zeros and were out of memory before the
+ *    call are given back. Pages that
  *    were in memory stay: their owner is using them, and given back each
  *    would fault in again at its next write (a buffer received into again
  *    and again). NCCL's own receives from stream sockets go through a
