@@ -57,11 +57,12 @@ bool host_give_back_readable(char *run, size_t bytes, void *ctx);
 
 /* zero_copy.c: recv() of `n` bytes into `buf` by `real` (libc's) that gives
  * back the pages of `buf` (up to HOST_RECV_PAGES) that were out of memory
- * and received only zeros; `from_nccl`: NCCL's own call, which may receive
- * into those pages through a scratch buffer instead of faulting them in. */
+ * and received only zeros; called from `caller` (a return address): NCCL's
+ * own receives into those pages go through a scratch buffer instead of
+ * faulting them in. */
 #define HOST_RECV_PAGES 4096
 typedef ssize_t recv_fn(int fd, void *buf, size_t n, int flags);
-ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, bool from_nccl);
+ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, const void *caller);
 
 /* join_wake.c: a poll of `timeout` ms (NCCL's, from one of its threads) that
  * a pthread_join of the calling thread ends early, returning 0 as a timeout

@@ -120,7 +120,7 @@ static void wait_if_empty(int fd, long r)
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     REAL(recv);
-    ssize_t r = host_recv(fn_, fd, buf, n, flags, host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL);
+    ssize_t r = host_recv(fn_, fd, buf, n, flags, __builtin_return_address(0));
     wait_if_empty(fd, r);
     return r;
 }

@@ -134,21 +134,30 @@ static bool droppable(const struct recv_pages *p, size_t i, const char *data, si
     return !(p->before[i] & 1) && all_zero(data, page);
 }
 
-/* After a receive of `got` bytes into `buf`: the pages that were out of
- * memory before it and received only zeros are given back. */
-static void give_back_zeros(const struct recv_pages *p, const void *buf, size_t got, size_t page)
+/* After `got` bytes for `buf` arrived at `data` (`buf` itself, or a
+ * scratch buffer): runs of GIVE_BACK_MIN_PAGES or more whole pages that were
+ * out of memory before and received only zeros are given back; what arrived
+ * elsewhere is copied to `buf`, except those runs. */
+static void settle(const struct recv_pages *p, char *buf, const char *data, size_t got, size_t page)
 {
-    size_t whole = ((uintptr_t)buf + got - p->first) / page, any = SIZE_MAX;
-    if ((uintptr_t)buf + got < p->first) whole = 0;
+    bool moved = data != buf;
+    size_t head = p->first - (uintptr_t)buf;
+    if (head > got) head = got;
+    if (moved) copy(buf, data, head);
+    size_t whole = (got - head) / page, any = SIZE_MAX;
     if (whole > p->span) whole = p->span;
     for (size_t i = 0; i < whole;) {
-        char *at = (char *)p->first + i * page;
-        bool drop = droppable(p, i, at, page);
+        const char *from = data + head + i * page;
+        bool drop = droppable(p, i, from, page);
         size_t j = i + 1;
-        while (j < whole && droppable(p, j, (char *)p->first + j * page, page) == drop) j++;
-        if (drop && j - i >= GIVE_BACK_MIN_PAGES) host_give_back_readable(at, (j - i) * page, &any);
+        while (j < whole && droppable(p, j, data + head + j * page, page) == drop) j++;
+        char *at = buf + head + i * page;
+        bool given = drop && j - i >= GIVE_BACK_MIN_PAGES && host_give_back_readable(at, (j - i) * page, &any);
+        if (!given && moved) copy(at, from, (j - i) * page);
         i = j;
     }
+    size_t done = head + whole * page;
+    if (moved) copy(buf + done, data + done, got - done);
 }
 
 /* A thread's scratch for receives into memory not in use, kept while the
@@ -187,52 +196,26 @@ static bool stream_socket(int fd)
     return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
 }
 
-/* A receive from a stream socket into pages out of memory, through the
- * scratch: what arrived is copied to `buf` except whole pages of zeros that
- * were out of memory, which are given back. No page of `buf` is faulted in
- * only to be given back again (a fault per page is most of what NCCL's
- * gather of 3.4 MB topology structures cost). At most SCRATCH_BYTES arrive
- * per call, which a stream socket's receive may always return. */
-static ssize_t recv_through(char *tmp, recv_fn *real, int fd, void *buf, size_t n, int flags,
-                            const struct recv_pages *p, size_t page)
-{
-    ssize_t r = real(fd, tmp, n < SCRATCH_BYTES ? n : SCRATCH_BYTES, flags);
-    if (r <= 0) return r;
-    int saved = errno;
-    size_t got = (size_t)r, head = p->first - (uintptr_t)buf;
-    if (head > got) head = got;
-    copy(buf, tmp, head);
-    size_t whole = (got - head) / page, any = SIZE_MAX;
-    if (whole > p->span) whole = p->span;
-    for (size_t i = 0; i < whole;) {
-        bool drop = droppable(p, i, tmp + head + i * page, page);
-        size_t j = i + 1;
-        while (j < whole && droppable(p, j, tmp + head + j * page, page) == drop) j++;
-        char *at = (char *)p->first + i * page;
-        if (!drop || j - i < GIVE_BACK_MIN_PAGES || !host_give_back_readable(at, (j - i) * page, &any))
-            copy(at, tmp + head + i * page, (j - i) * page);
-        i = j;
-    }
-    size_t done = head + whole * page;
-    copy((char *)buf + done, tmp + done, got - done);
-    errno = saved;
-    return r;
-}
-
-ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, bool from_nccl)
+/* A receive into pages out of memory: NCCL's own from a stream socket goes
+ * through the thread's scratch, so that no page of `buf` is faulted in only
+ * to be given back again (a fault per page was most of what NCCL's gather of
+ * 3.4 MB topology structures cost); at most SCRATCH_BYTES arrive per call
+ * then, which a stream socket's receive may always return. */
+ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, const void *caller)
 {
     if (n < SPARSE_RECV_MIN) return real(fd, buf, n, flags); /* most calls: NCCL's polls of a few bytes */
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     struct recv_pages p;
     pages_before(&p, buf, n, page);
     if (!p.span || !any_out(&p)) return real(fd, buf, n, flags);
-    char *tmp;
-    if (from_nccl && !(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) && (tmp = own_scratch()) && stream_socket(fd))
-        return recv_through(tmp, real, fd, buf, n, flags, &p, page);
-    ssize_t r = real(fd, buf, n, flags);
+    bool through = host_caller(caller) & HOST_CALLER_NCCL && !(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) &&
+                   stream_socket(fd);
+    char *tmp = through ? own_scratch() : NULL;
+    size_t want = tmp && n > SCRATCH_BYTES ? SCRATCH_BYTES : n;
+    ssize_t r = real(fd, tmp ? tmp : buf, want, flags);
     if (r > 0) { /* a large receive may arrive in small parts */
         int saved = errno;
-        give_back_zeros(&p, buf, (size_t)r < n ? (size_t)r : n, page); /* MSG_TRUNC returns more than fits */
+        settle(&p, buf, tmp ? tmp : buf, (size_t)r < want ? (size_t)r : want, page); /* MSG_TRUNC: more */
         errno = saved;
     }
     return r;

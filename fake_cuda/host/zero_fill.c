@@ -74,18 +74,21 @@ bool host_write_zeros(char *run, size_t bytes, void *ctx)
     return true;
 }
 
-bool host_give_back(char *run, size_t bytes, void *ctx)
+/* `whole`: the size of the fill or copy; `readable`: map the private pages
+ * given back to the zero page (not shared ones: a read there would allocate). */
+static bool give_back(char *run, size_t bytes, size_t whole, bool readable)
 {
-    size_t whole = *(const size_t *)ctx;
-    return madvise(run, bytes, MADV_REMOVE) == 0 || (whole >= PUNCH_PRIVATE_MIN && drop_private(run, bytes));
+    if (madvise(run, bytes, MADV_REMOVE) == 0) return true;
+    if (whole < PUNCH_PRIVATE_MIN || !drop_private(run, bytes)) return false;
+    if (readable) madvise(run, bytes, MADV_POPULATE_READ); /* where it fails, each page faults in at its first read */
+    return true;
 }
+
+bool host_give_back(char *run, size_t bytes, void *ctx) { return give_back(run, bytes, *(const size_t *)ctx, false); }
 
 bool host_give_back_readable(char *run, size_t bytes, void *ctx)
 {
-    if (madvise(run, bytes, MADV_REMOVE) == 0) return true; /* shared memory: a read would allocate */
-    if (*(const size_t *)ctx < PUNCH_PRIVATE_MIN || !drop_private(run, bytes)) return false;
-    madvise(run, bytes, MADV_POPULATE_READ); /* where it fails, each page faults in at its first read */
-    return true;
+    return give_back(run, bytes, *(const size_t *)ctx, true);
 }
 
 EXPORT void *memset(void *p, int c, size_t n)

@@ -9,11 +9,10 @@ the last. Being a plain script keyed on the MPI rank, it works with any MPI or
 Slurm (see launch/). Every path comes from ncclsim.rundir.
 
 Only host 0's processes get NCCL_TOPO_DUMP_FILE (a caller's own value reaches
-no rank): NCCL (2.24 on) detects the
-topology a second time in every rank that has it set, though only its rank 0
-(NCCL_TOPO_DUMP_FILE_RANK) writes the file; at 32 x 8 that second pass was a
-quarter of initialisation. The file was always rank 0's view, and rank 0 is
-on host 0."""
+no rank): NCCL (2.24 on) detects the topology a second time in every rank
+that has it set, though only its rank 0 (NCCL_TOPO_DUMP_FILE_RANK) writes the
+file; at 32 x 8 that second pass was a quarter of initialisation. The file
+was always rank 0's view, and rank 0 is on host 0."""
 
 from __future__ import annotations
 
