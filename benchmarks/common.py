@@ -46,6 +46,19 @@ def loadavg() -> tuple[float, float, float]:
     return (round(a, 2), round(b, 2), round(c, 2))
 
 
+def cpu_loop_s() -> float:
+    """Seconds one core takes for a fixed piece of Python work (the best of 3):
+    a virtual machine's speed varies from hour to hour with what else its host
+    runs (this one's by up to 2x), and figures of different runs compare only
+    with it beside them."""
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        sum(range(10_000_000))
+        best = min(best, time.perf_counter() - t)
+    return round(best, 3)
+
+
 def machine() -> dict[str, Any]:
     """What the numbers were measured on."""
     model = "?"
@@ -65,7 +78,7 @@ def machine() -> dict[str, Any]:
             "cpus": os.cpu_count(), "cpu_model": model,
             "memory_gib": round(meminfo().get("MemTotal", 0) / 2**30, 1), "kernel": platform.release(),
             "python": platform.python_version(), "commit": commit or "?",
-            "loadavg_start": loadavg()}
+            "loadavg_start": loadavg(), "cpu_loop_s": cpu_loop_s()}
 
 
 def sim_env(config_dir: Path, gpus: int = 8, lib_dir: Optional[Path] = None,

@@ -3,7 +3,7 @@
 for one or more ncclsim installations on the same machine in one run.
 
     python benchmarks/speed_scale.py [--ncclsim LABEL=PATH ...] [--figures small,large,perf,scale,nccl-tests]
-                                     [--scale 8,32,64,128] [--all-reduce-perf PATH] [--json out.json]
+                                     [--scale 8,32,64,128] [--all-reduce-perf PATH] [--repeat N] [--json out.json]
 
 Each `--ncclsim` names a `ncclsim` console script (default: `now=` the one
 beside this interpreter); give an older installation too (a venv with an
@@ -31,12 +31,15 @@ machine state. Figures:
   0.5 s, less what was in use before).
 
 The probe's times are its own (`--json`); wall times are the whole command.
+The machine's speed (common.cpu_loop_s) is printed before and after: on a
+shared virtual machine it drifts, and so does every figure with it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +51,7 @@ from typing import Any, Callable, Optional
 from ncclsim.meminfo import meminfo  # the interpreter's ncclsim
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, table, write_json  # noqa: E402
+from common import cpu_loop_s, machine, table, write_json  # noqa: E402
 
 Log = Callable[[str], None]
 Figure = tuple[list[str], list[list[Any]], list[dict]]
@@ -129,34 +132,51 @@ def interpreter_of(exe: str) -> str:
     return str(Path(exe).parent / "python")
 
 
-def small(installs: dict[str, str], log: Log) -> Figure:
+def cells(values: dict[str, list[Optional[float]]], scale: float = 1.0) -> list[str]:
+    """Each installation's median, with the range when measured more than once."""
+    out = []
+    for vals in values.values():
+        if any(v is None for v in vals):
+            out.append("failed")
+        elif len(vals) == 1:
+            out.append(fmt(vals[0], scale))
+        else:
+            out.append(f"{fmt(statistics.median(vals), scale)} ({fmt(min(vals), scale)}-{fmt(max(vals), scale)})")
+    return out
+
+
+def small(installs: dict[str, str], repeat: int, log: Log) -> Figure:
     rows, raw = [], []
     for hosts, gpus, gpp in SMALL_SHAPES:
-        row: list[Any] = [f"{hosts} x {gpus}" + (", a process per host" if gpp > 1 else "")]
-        for label, exe in installs.items():
-            log(f"small: {label} {row[0]}")
-            per_process = ["--gpus-per-process", str(gpp)] if gpp > 1 else []  # for launch and the probe
-            command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
-            r = launch(exe, hosts, gpus, command, per_process)
-            raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus], "gpus_per_process": gpp,
-                        **r})
-            row.append(fmt(per_op(r, SMALL_ITERS), 1e3))
-        rows.append(row)
+        name = f"{hosts} x {gpus}" + (", a process per host" if gpp > 1 else "")
+        values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
+        for rep in range(repeat):  # installations in turn, so that each sees the machine's drift alike
+            for label, exe in installs.items():
+                log(f"small: {label} {name} ({rep + 1}/{repeat})")
+                per_process = ["--gpus-per-process", str(gpp)] if gpp > 1 else []  # for launch and the probe
+                command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
+                r = launch(exe, hosts, gpus, command, per_process)
+                raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus],
+                            "gpus_per_process": gpp, **r})
+                values[label].append(per_op(r, SMALL_ITERS))
+        rows.append([name, *cells(values, 1e3)])
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
 
 
-def large(installs: dict[str, str], log: Log) -> Figure:
+def large(installs: dict[str, str], repeat: int, log: Log) -> Figure:
     rows, raw = [], []
     for label_proc, extra in (("a process per GPU", []), ("a process per host", ["--gpus-per-process", "8"])):
-        row: list[Any] = [f"2 x 8, {label_proc}"]
-        for label, exe in installs.items():
-            log(f"large: {label} {label_proc}")
-            # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
-            command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
-            r = launch(exe, 2, 8, command, extra)
-            raw.append({"figure": "allreduce 128 MiB", "install": label, "processes": label_proc, **r})
-            row.append(fmt(per_op(r, LARGE_ITERS)))
-        rows.append(row)
+        name = f"2 x 8, {label_proc}"
+        values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
+        for rep in range(repeat):
+            for label, exe in installs.items():
+                log(f"large: {label} {label_proc} ({rep + 1}/{repeat})")
+                # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
+                command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
+                r = launch(exe, 2, 8, command, extra)
+                raw.append({"figure": "allreduce 128 MiB", "install": label, "processes": label_proc, **r})
+                values[label].append(per_op(r, LARGE_ITERS))
+        rows.append([name, *cells(values)])
     return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
 
 
@@ -211,11 +231,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--all-reduce-perf", type=Path, metavar="PATH",
                     help="NVIDIA's all_reduce_perf built with MPI=1 (for the nccl-tests figure; see README)")
     ap.add_argument("--scale", default="8,32,64,128", help="hosts of 8 GPUs for the scale figure")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="small and large: measure each N times, installations in turn; the median (and range)")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     bad = [a for a in args.ncclsim if "=" not in a or not Path(a.split("=", 1)[1]).is_file()]
     if bad:
         ap.error(f"--ncclsim wants LABEL=PATH of an ncclsim script: {', '.join(bad)}")
+    if args.repeat < 1:
+        ap.error(f"--repeat must be 1 or more, got {args.repeat}")
     installs = dict(a.split("=", 1) for a in args.ncclsim) or {"now": str(Path(sys.executable).parent / "ncclsim")}
     known = ("small", "large", "perf", "scale", "nccl-tests")
     unknown = [f for f in args.figures.split(",") if f not in known]
@@ -226,15 +250,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     figures = args.figures.split(",")
     out: dict[str, Any] = {"machine": machine(), "installs": installs, "runs": []}
+    print(f"machine speed at the start: {out['machine']['cpu_loop_s']} s per fixed loop (cpu_loop_s)\n", flush=True)
     for name in figures:
         if name == "scale":
             headers, rows, raw = scale(installs, [int(h) for h in args.scale.split(",")], log)
         elif name == "nccl-tests":
             headers, rows, raw = nccl_tests(installs, args.all_reduce_perf.resolve(), log)
+        elif name in ("small", "large"):
+            headers, rows, raw = {"small": small, "large": large}[name](installs, args.repeat, log)
         else:
-            headers, rows, raw = {"small": small, "large": large, "perf": perf}[name](installs, log)
+            headers, rows, raw = perf(installs, log)
         out["runs"] += raw
         print(table(headers, rows) + "\n", flush=True)
+    out["cpu_loop_s_end"] = cpu_loop_s()
+    print(f"machine speed at the end: {out['cpu_loop_s_end']} s per fixed loop", flush=True)
     write_json(args.json, out)
     return 0
 

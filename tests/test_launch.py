@@ -260,7 +260,7 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     """Ranks that take what --keep-free leaves are stopped at once, with the
     reason, rather than left to the kernel's out-of-memory killer; each rank
     is the kernel's first choice if it must pick, and runs nicer than the
-    launcher watching it."""
+    launcher watching it, as a batch thread (no preemption on waking)."""
     run = tmp_path / "run"
     left = room(meminfo())
     assert left is not None
@@ -268,13 +268,13 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     start = time.monotonic()
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
                    sys.executable, "-c", "import os, time; print(open('/proc/self/oom_score_adj').read().strip(), "
-                   "os.getpriority(os.PRIO_PROCESS, 0), flush=True); taken = b'x' * (1536 << 20); time.sleep(120)")
+                   "os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_BATCH, flush=True); taken = b'x' * (1536 << 20); time.sleep(120)")
     assert proc.returncode == 1, proc.stderr
     assert time.monotonic() - start < 60, "the ranks were not stopped"
     assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
                      r".*; --keep-free \d+\.\d GB\): every rank was stopped; README", proc.stderr, re.M), proc.stderr
     assert "killed" not in proc.stderr, proc.stderr  # the guard's stop is not told as the ranks' failures
-    assert proc.stdout.splitlines()[0] == "500 10", proc.stdout  # rank 0's oom_score_adj and nice value
+    assert proc.stdout.splitlines()[0] == "500 10 True", proc.stdout  # rank 0's oom_score_adj, nice, policy
     assert json.loads((run / "launch.json").read_text())["memory_low"].startswith("this machine is nearly out")
     leftovers.assert_none(run)
 

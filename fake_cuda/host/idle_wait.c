@@ -32,8 +32,11 @@
 #include "platform.h"
 
 /* A progress loop pass is a few microseconds: this many empty passes in a
- * row mean the thread waits. */
-#define IDLE_YIELDS 16
+ * row mean the thread waits. Each yield on a machine shared by every rank is
+ * a thread switch: with 16, NCCL's progress threads on 8 x 8 yielded ~56
+ * times per 8-byte AllReduce for ~24 sleeps; what they wait for (their GPU's
+ * step, a socket) wakes them from a sleep as well. */
+#define IDLE_YIELDS 4
 /* With every socket watched, the timeout only bounds a missed event: a
  * proxy often waits longer than a short one (on 8 x 8, for the broadcast
  * down a tree), and waking for nothing is a thread switch on a machine
