@@ -132,6 +132,21 @@ def interpreter_of(exe: str) -> str:
     return str(Path(exe).parent / "python")
 
 
+def in_turn(installs: dict[str, str], repeat: int, log: Log, name: str, iters: int,
+            run: Callable[[str], dict[str, Any]], raw: list[dict], **record: Any) -> dict[str, list[Optional[float]]]:
+    """`run(exe)` for each installation in turn, `repeat` times (so that each
+    sees the machine's drift alike): its seconds per operation by label; every
+    result also goes to `raw` with `record`."""
+    values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
+    for rep in range(repeat):
+        for label, exe in installs.items():
+            log(f"{name}: {label} ({rep + 1}/{repeat})")
+            r = run(exe)
+            raw.append({**record, "install": label, **r})
+            values[label].append(per_op(r, iters))
+    return values
+
+
 def cells(values: dict[str, list[Optional[float]]], scale: float = 1.0) -> list[str]:
     """Each installation's median, with the range when measured more than once."""
     out = []
@@ -146,37 +161,32 @@ def cells(values: dict[str, list[Optional[float]]], scale: float = 1.0) -> list[
 
 
 def small(installs: dict[str, str], repeat: int, log: Log) -> Figure:
-    rows, raw = [], []
+    rows: list[list[Any]] = []
+    raw: list[dict] = []
     for hosts, gpus, gpp in SMALL_SHAPES:
         name = f"{hosts} x {gpus}" + (", a process per host" if gpp > 1 else "")
-        values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
-        for rep in range(repeat):  # installations in turn, so that each sees the machine's drift alike
-            for label, exe in installs.items():
-                log(f"small: {label} {name} ({rep + 1}/{repeat})")
-                per_process = ["--gpus-per-process", str(gpp)] if gpp > 1 else []  # for launch and the probe
-                command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
-                r = launch(exe, hosts, gpus, command, per_process)
-                raw.append({"figure": "allreduce 8 B", "install": label, "shape": [hosts, gpus],
-                            "gpus_per_process": gpp, **r})
-                values[label].append(per_op(r, SMALL_ITERS))
+        per_process = ["--gpus-per-process", str(gpp)] if gpp > 1 else []  # for launch and the probe
+
+        def run(exe: str) -> dict[str, Any]:
+            command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
+            return launch(exe, hosts, gpus, command, per_process)
+        values = in_turn(installs, repeat, log, f"small {name}", SMALL_ITERS, run, raw,
+                         figure="allreduce 8 B", shape=[hosts, gpus], gpus_per_process=gpp)
         rows.append([name, *cells(values, 1e3)])
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
 
 
 def large(installs: dict[str, str], repeat: int, log: Log) -> Figure:
-    rows, raw = [], []
+    rows: list[list[Any]] = []
+    raw: list[dict] = []
     for label_proc, extra in (("a process per GPU", []), ("a process per host", ["--gpus-per-process", "8"])):
-        name = f"2 x 8, {label_proc}"
-        values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
-        for rep in range(repeat):
-            for label, exe in installs.items():
-                log(f"large: {label} {label_proc} ({rep + 1}/{repeat})")
-                # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
-                command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
-                r = launch(exe, 2, 8, command, extra)
-                raw.append({"figure": "allreduce 128 MiB", "install": label, "processes": label_proc, **r})
-                values[label].append(per_op(r, LARGE_ITERS))
-        rows.append([name, *cells(values)])
+        def run(exe: str) -> dict[str, Any]:
+            # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
+            command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
+            return launch(exe, 2, 8, command, extra)
+        values = in_turn(installs, repeat, log, f"large {label_proc}", LARGE_ITERS, run, raw,
+                         figure="allreduce 128 MiB", processes=label_proc)
+        rows.append([f"2 x 8, {label_proc}", *cells(values)])
     return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
 
 

@@ -268,7 +268,8 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     start = time.monotonic()
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
                    sys.executable, "-c", "import os, time; print(open('/proc/self/oom_score_adj').read().strip(), "
-                   "os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_BATCH, flush=True); taken = b'x' * (1536 << 20); time.sleep(120)")
+                   "os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_BATCH, flush=True); "
+                   "taken = b'x' * (1536 << 20); time.sleep(120)")
     assert proc.returncode == 1, proc.stderr
     assert time.monotonic() - start < 60, "the ranks were not stopped"
     assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
