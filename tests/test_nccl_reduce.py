@@ -446,19 +446,21 @@ def test_device_op_of_the_users_op(lib: Lib) -> None:
 
 @pytest.mark.parametrize("t,op", [(t, op) for t in TYPES for op in HOST_OPS])
 def test_every_type_and_op(lib: Lib, t: str, op: str) -> None:
-    """Three sources, 1100 elements (three blocks of the C side, the last one
-    partial), odd addresses, with pre and post; into a separate dst and in place."""
+    """Three sources of 1100 elements (three blocks of the C side, the last one
+    partial), 1035 (the last block one of the small ones) and 7 (one small
+    block), odd addresses, with pre and post; into a separate dst and in place."""
     rng = random.Random(f"{t}/{op}")
     scalar = rng.choice([3, -5, 200]) if t in INT_TYPES else rng.choice([0.3, -1.75, 2.5])
     redop, arg = host_op(t, op, nranks=3, scalar=scalar)
-    srcs = [values(t, rng, 1100) for _ in range(3)]
-    for s in srcs:
-        rng.shuffle(s)
-    want = reference(t, op, arg, srcs, pre=True, post=True)
-    assert same(t, lib.reduce(t, redop, arg, srcs, pre=True, post=True), want)[:5] == []
-    for inplace in (0, 2):
-        got = lib.reduce(t, redop, arg, srcs, pre=True, post=True, inplace=inplace)
-        assert same(t, got, want)[:5] == []
+    for count in (1100, 1035, 7):
+        srcs = [values(t, rng, count) for _ in range(3)]
+        for s in srcs:
+            rng.shuffle(s)
+        want = reference(t, op, arg, srcs, pre=True, post=True)
+        assert same(t, lib.reduce(t, redop, arg, srcs, pre=True, post=True), want)[:5] == []
+        for inplace in (0, 2):
+            got = lib.reduce(t, redop, arg, srcs, pre=True, post=True, inplace=inplace)
+            assert len(got) == count and same(t, got, want)[:5] == []
 
 
 @pytest.mark.parametrize("t", ["f8e4m3", "f8e5m2"])

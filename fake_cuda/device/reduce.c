@@ -15,8 +15,9 @@
  *  - MinMax on floats (fminf/fmaxf, __hmin/__hmax): a NaN loses to a number,
  *    two NaNs give the canonical NaN, and -0 < +0.
  *
- * Elements go through blocks of BLK: the loops over them have a fixed trip
- * count and no aliasing, which GCC vectorises at -O2, and a dst equal to a
+ * Elements go through blocks of BLK (a last block of at most SMALL elements
+ * through one of SMALL): the loops over them have a fixed trip count and no
+ * aliasing, which GCC vectorises at -O2, and a dst equal to a
  * source is read before it is written. The accumulator is a local buffer;
  * the other sources are read where they are when a whole block is there
  * and aligned for its type (a copy first is one more pass over each source
@@ -28,7 +29,7 @@
 
 #include "stream_store.h"
 
-enum { BLK = 512 };
+enum { BLK = 512, SMALL = 16 }; /* SMALL: a last block of at most this many elements */
 
 typedef union __attribute__((may_alias)) { /* also read in place from any buffer */
     uint8_t u8[BLK];
@@ -174,7 +175,7 @@ static inline float fp8_to_f(uint8_t c, bool e4m3) { return e4m3 ? e4m3_to_f(c) 
 #define FLOAT_MINMAX(U, x, y, signbit, maxmag, canon, is_min)                                      \
     do {                                                                                           \
         const U sb_ = (U)(signbit);                                                                \
-        for (int i = 0; i < BLK; i++) {                                                            \
+        for (int i = 0; i < cnt; i++) {                                                            \
             U a_ = x[i], b_ = y[i];                                                                \
             bool an_ = (U)(a_ & (U)~sb_) > (U)(maxmag), bn_ = (U)(b_ & (U)~sb_) > (U)(maxmag);     \
             U ka_ = (a_ & sb_) ? (U)~a_ : (U)(a_ | sb_);                                           \
@@ -186,7 +187,10 @@ static inline float fp8_to_f(uint8_t c, bool e4m3) { return e4m3 ? e4m3_to_f(c) 
 
 /* ---- per-block operations ---- */
 
-#define LOOP(body) for (int i = 0; i < BLK; i++) { body; }
+/* Over the first cnt elements; cnt is BLK or SMALL in each inlined copy, a
+ * constant there, as GCC's vectoriser at -O2 needs. */
+#define LOOP(body) for (int i = 0; i < cnt; i++) { body; }
+#define PER_BLOCK static inline __attribute__((always_inline)) void
 
 #define INT_REDUCE(U, arr)                                                                         \
     do {                                                                                           \
@@ -224,7 +228,7 @@ static void f8_build(void) {
         }
 }
 
-static void reduce_f8(const params *p, block *restrict a, const block *restrict b, bool e4m3) {
+PER_BLOCK reduce_f8(const params *p, block *restrict a, const block *restrict b, bool e4m3, int cnt) {
     uint8_t *x = a->u8;
     const uint8_t *y = b->u8;
     if (p->redop == FC_NCCL_REDOP_MinMax) {
@@ -246,15 +250,15 @@ static void reduce_f8(const params *p, block *restrict a, const block *restrict 
 static inline float canon_f32(float r) { return r != r ? u2f(CANON_F32) : r; }
 
 /* a[i] = op(a[i], b[i]): a holds what is reduced so far, b the next source */
-static void reduce_block(const params *p, block *restrict a, const block *restrict b) {
+PER_BLOCK reduce_elems(const params *p, block *restrict a, const block *restrict b, int cnt) {
     switch (p->type) {
     case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_REDUCE(uint8_t, u8); break;
     case FC_NCCL_TYPE_i32: case FC_NCCL_TYPE_u32: INT_REDUCE(uint32_t, u32); break;
     case FC_NCCL_TYPE_i64: case FC_NCCL_TYPE_u64: INT_REDUCE(uint64_t, u64); break;
     case FC_NCCL_TYPE_f16: F16_REDUCE(h2f, f2h, 0x7c00u); break;
     case FC_NCCL_TYPE_bf16: F16_REDUCE(bf2f, f2bf, 0x7f80u); break;
-    case FC_NCCL_TYPE_f8e4m3: reduce_f8(p, a, b, true); break;
-    case FC_NCCL_TYPE_f8e5m2: reduce_f8(p, a, b, false); break;
+    case FC_NCCL_TYPE_f8e4m3: reduce_f8(p, a, b, true, cnt); break;
+    case FC_NCCL_TYPE_f8e5m2: reduce_f8(p, a, b, false, cnt); break;
     case FC_NCCL_TYPE_f32: {
         float *x = a->f32;
         const float *y = b->f32;
@@ -278,7 +282,7 @@ static void reduce_block(const params *p, block *restrict a, const block *restri
 }
 
 /* PreMulSum's preOp: multiply by the scalar */
-static void premul_block(const params *p, block *a) {
+PER_BLOCK premul_elems(const params *p, block *a, int cnt) {
     const float s = p->fscalar;
     switch (p->type) {
     case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: LOOP(a->u8[i] = (uint8_t)(a->u8[i] * p->mask))
@@ -304,7 +308,7 @@ static void premul_block(const params *p, block *a) {
         a->arr[i] = neg_ ? (U)-(U)q_ : (U)q_;                                                      \
     })
 
-static void postdiv_block(const params *p, block *a) {
+PER_BLOCK postdiv_elems(const params *p, block *a, int cnt) {
     const uint32_t d = p->divisor;
     switch (p->type) {
     case FC_NCCL_TYPE_i8: case FC_NCCL_TYPE_u8: INT_POSTDIV(uint8_t, u8, uint32_t, 0x80u); break;
@@ -315,6 +319,19 @@ static void postdiv_block(const params *p, block *a) {
         INT_POSTDIV(uint64_t, u64, uint64_t, 0x8000000000000000u);
         break;
     }
+}
+
+/* Each block operation in two copies: a whole block, and a small last one
+ * (an 8-byte AllReduce reduced 512 elements). */
+static void reduce_block(const params *p, block *restrict a, const block *restrict b) { reduce_elems(p, a, b, BLK); }
+static void reduce_small(const params *p, block *restrict a, const block *restrict b) { reduce_elems(p, a, b, SMALL); }
+static void premul_block(const params *p, block *a, bool small) {
+    if (small) premul_elems(p, a, SMALL);
+    else premul_elems(p, a, BLK);
+}
+static void postdiv_block(const params *p, block *a, bool small) {
+    if (small) postdiv_elems(p, a, SMALL);
+    else postdiv_elems(p, a, BLK);
 }
 
 static void init_params(params *p, const fc_redop *op, bool pre) {
@@ -339,11 +356,11 @@ static void init_params(params *p, const fc_redop *op, bool pre) {
             p->f8premul[c] = fp8_result(fp8_to_f((uint8_t)c, e4m3) * p->fscalar, e4m3);
 }
 
-/* bytes of src at off into a block; the rest of the block zeroed so every loop
- * can run over all BLK elements */
-static void load(block *b, const void *src, size_t off, size_t bytes) {
+/* bytes of src at off into a block; the rest of its first `used` bytes zeroed
+ * so every loop can run over all of its elements */
+static void load(block *b, const void *src, size_t off, size_t bytes, size_t used) {
     memcpy(b->u8, (const char *)src + off, bytes);
-    if (bytes < sizeof *b) memset((char *)b + bytes, 0, sizeof *b - bytes);
+    if (bytes < used) memset((char *)b + bytes, 0, used - bytes);
 }
 
 /* Ask for the block read after this one (the next source's, or the first
@@ -374,8 +391,10 @@ static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int n
     _Alignas(64) block a, b;
     for (size_t first = 0; first < n; first += BLK) {
         size_t off = first * size, bytes = (n - first < BLK ? n - first : BLK) * size;
-        load(&a, srcs[0], off, bytes);
-        if (pre) premul_block(&p, &a);
+        bool small = n - first <= SMALL;
+        size_t used = (small ? SMALL : BLK) * size;
+        load(&a, srcs[0], off, bytes, used);
+        if (pre) premul_block(&p, &a, small);
         for (int s = 1; s < nsrcs; s++) {
             const char *at = (const char *)srcs[s] + off;
             if (s + 1 < nsrcs) prefetch_block((const char *)srcs[s + 1] + off, bytes);
@@ -383,11 +402,12 @@ static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int n
             if (n - first >= BLK && (uintptr_t)at % size == 0) { /* a whole block, aligned */
                 reduce_block(&p, &a, (const block *)(const void *)at);
             } else {
-                load(&b, srcs[s], off, bytes);
-                reduce_block(&p, &a, &b);
+                load(&b, srcs[s], off, bytes, used);
+                if (small) reduce_small(&p, &a, &b);
+                else reduce_block(&p, &a, &b);
             }
         }
-        if (post) postdiv_block(&p, &a);
+        if (post) postdiv_block(&p, &a, small);
         fc_copy_for_reader((char *)dst + off, a.u8, bytes, streaming);
     }
     if (streaming) fc_stream_fence();
