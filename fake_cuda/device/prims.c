@@ -3,6 +3,7 @@
  * release differs, the difference is a parameter of fc_prims_cfg. */
 #include "prims.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,7 +439,7 @@ bool fc_prims_init(fc_prims *p, fc_emu *e, fc_task *t, const fc_nccl_channel *ch
                    const fc_prims_cfg *cfg, const int *recvPeers, int nrecvMax, const int *sendPeers, int nsendMax,
                    uintptr_t input, uintptr_t output, fc_redop op)
 {
-    memset(p, 0, sizeof *p);
+    memset(p, 0, offsetof(fc_prims, recv));
     p->e = e;
     p->t = t;
     p->who = who;

@@ -70,8 +70,6 @@ typedef struct {
     int slicePerChunk, stepPerSlice; /* Simple */
     int stepElems;                   /* Simple: elements per step (sliceSize basis) */
     int nrecv, nsend;
-    fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
-    uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
     char *bufs[2]; /* user input, output */
     bool notes; /* fc_prims_cfg's */
     bool notedStores; /* a multicast store left notes naming this GPU's copy */
@@ -79,6 +77,9 @@ typedef struct {
     uint32_t gathered, delivered; /* and the peers' steps it took since, and of those delivered */
     fc_prims_wait waiting;
     bool ok;
+    /* Last: set up to nrecv and nsend only, not cleared (7.7 KB) by fc_prims_init. */
+    fc_conn recv[FC_PRIMS_MAX_PEERS], send[FC_PRIMS_MAX_PEERS];
+    uint64_t rstep[FC_PRIMS_MAX_PEERS], sstep[FC_PRIMS_MAX_PEERS];
 } fc_prims;
 
 typedef struct {
