@@ -5,6 +5,7 @@
  * follows nextJump; batches with nextExtends are loaded as one. */
 #include "decode.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,7 +119,7 @@ static size_t work_size(const fc_nccl_layout *L, int type)
 
 /* One block's batch list. Bounded: a well-formed list never revisits a batch
  * (nextJump > 0), so more steps than batches means garbage. */
-static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, int *bcap, int *wcap)
+static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block)
 {
     const fc_nccl_layout *L = l->rel->layout;
     size_t bsize = L->batch.size, base = L->args.size;
@@ -127,7 +128,7 @@ static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, in
     ch->first_batch = l->nbatches;
     int ix = block;
     for (size_t steps = 0; steps <= max_batches; steps++) {
-        if (!grow((void **)&l->batches, l->nbatches, bcap, sizeof *l->batches)) return false;
+        if (!grow((void **)&l->batches, l->nbatches, &l->batches_cap, sizeof *l->batches)) return false;
         fc_nccl_batch *b = &l->batches[l->nbatches];
         memset(b, 0, sizeof *b);
         b->first_work = l->nworks;
@@ -156,7 +157,7 @@ static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, in
                     fc_nccl_launch_error(l, "channel %d: work item %d of batch %d is not readable", ch->id, i, ix);
                     return true;
                 }
-                if (!grow((void **)&l->works, l->nworks, wcap, sizeof *l->works)) return false;
+                if (!grow((void **)&l->works, l->nworks, &l->works_cap, sizeof *l->works)) return false;
                 decode_work(L, b->workType, work, &l->works[l->nworks++]);
             }
             if (!extends) {
@@ -183,10 +184,61 @@ static bool decode_channel(fc_nccl_launch *l, fc_nccl_channel *ch, int block, in
     return true;
 }
 
+/* Freed launches kept for the next decodes, with their arrays: a launch is
+ * decoded on the thread that launches and freed on the stream's, and going
+ * through malloc each time cost both threads (an 8-byte AllReduce on 8 x 8:
+ * ~6 % of all samples in malloc and free, chunks freed across threads and
+ * merged, fastbins consolidated). */
+#define KEPT_LAUNCHES 64
+#define KEPT_ARGS_BYTES (8u << 10) /* a launch with more is not kept */
+#define KEPT_ENTRIES 256           /* nor one with more channels, batches or works */
+static pthread_mutex_t kept_lock = PTHREAD_MUTEX_INITIALIZER;
+static fc_nccl_launch *kept[KEPT_LAUNCHES];
+static int nkept;
+
+/* A cleared launch: a kept one (its arrays and their room kept) or a new one. */
+static fc_nccl_launch *launch_new(void)
+{
+    pthread_mutex_lock(&kept_lock);
+    fc_nccl_launch *l = nkept ? kept[--nkept] : NULL;
+    pthread_mutex_unlock(&kept_lock);
+    if (!l) return calloc(1, sizeof *l);
+    fc_nccl_launch room = *l;
+    memset(l, 0, sizeof *l);
+    l->args = room.args;
+    l->args_cap = room.args_cap;
+    l->channels = room.channels;
+    l->channels_cap = room.channels_cap;
+    l->batches = room.batches;
+    l->batches_cap = room.batches_cap;
+    l->works = room.works;
+    l->works_cap = room.works_cap;
+    return l;
+}
+
+/* l->args with room for size bytes, l->channels for n (cleared). */
+static bool make_room(fc_nccl_launch *l, size_t size, int n)
+{
+    if (size > l->args_cap) {
+        unsigned char *a = realloc(l->args, size);
+        if (!a) return false;
+        l->args = a;
+        l->args_cap = size;
+    }
+    if (n > l->channels_cap) {
+        fc_nccl_channel *c = realloc(l->channels, (size_t)n * sizeof *c);
+        if (!c) return false;
+        l->channels = c;
+        l->channels_cap = n;
+    }
+    memset(l->channels, 0, (size_t)n * sizeof *l->channels);
+    return true;
+}
+
 fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args, size_t size, unsigned grid)
 {
     static uint64_t launches;
-    fc_nccl_launch *l = calloc(1, sizeof *l);
+    fc_nccl_launch *l = launch_new();
     if (!l) return NULL;
     const fc_nccl_layout *L = rel->layout;
     l->rel = rel;
@@ -198,8 +250,7 @@ fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args
         fc_nccl_launch_error(l, "the argument block has %zu bytes, less than ncclDevKernelArgs", args ? size : 0);
         return l;
     }
-    l->args = malloc(size);
-    if (!l->args) goto oom;
+    if (!make_room(l, size, 0)) goto oom;
     memcpy(l->args, args, size);
     l->args_size = size;
     l->comm = fc_nccl_get(l->args, L->args_comm);
@@ -217,16 +268,14 @@ fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args
         fc_nccl_launch_error(l, "unknown work storage type %d", l->storage);
         return l;
     }
-    l->channels = calloc((size_t)n, sizeof *l->channels);
-    if (!l->channels) goto oom;
-    int bcap = 0, wcap = 0;
+    if (!make_room(l, size, n)) goto oom;
     uint64_t mask = l->channelMask;
     for (int b = 0; b < n; b++, mask &= mask - 1) {
         fc_nccl_channel *ch = &l->channels[b];
         ch->id = __builtin_ctzll(mask);
         ch->ring_prev = ch->ring_next = ch->ring_index = ch->tree_up = -1;
         ch->tree_down[0] = ch->tree_down[1] = ch->tree_down[2] = -1;
-        if (!decode_channel(l, ch, b, &bcap, &wcap)) goto oom;
+        if (!decode_channel(l, ch, b)) goto oom;
         l->nchannels++;
     }
     return l;
@@ -247,6 +296,14 @@ int64_t fc_nccl_coll_count(const fc_nccl_launch *l, const fc_nccl_work *w, int a
 void fc_nccl_launch_free(fc_nccl_launch *l)
 {
     if (!l) return;
+    if (l->args_cap <= KEPT_ARGS_BYTES && l->channels_cap <= KEPT_ENTRIES && l->batches_cap <= KEPT_ENTRIES &&
+        l->works_cap <= KEPT_ENTRIES) {
+        pthread_mutex_lock(&kept_lock);
+        bool keep = nkept < KEPT_LAUNCHES;
+        if (keep) kept[nkept++] = l;
+        pthread_mutex_unlock(&kept_lock);
+        if (keep) return;
+    }
     free(l->args);
     free(l->channels);
     free(l->batches);

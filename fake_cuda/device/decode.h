@@ -99,6 +99,10 @@ typedef struct fc_nccl_launch {
     uintptr_t workConsumed, workStarted, workCompleted; /* per-channel progress for the host; 0: none */
     int nconns, nconns_bad; /* connections the work uses / not in simulated memory */
     char error[200];        /* first problem found, "" when none */
+    /* decode.c's: what args, channels, batches and works have room for, kept
+     * with them when a freed launch is kept for a later decode */
+    size_t args_cap;
+    int channels_cap, batches_cap, works_cap;
 } fc_nccl_launch;
 
 /* decode.c: decode the argument block of a launch with `grid` blocks. NULL

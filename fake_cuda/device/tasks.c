@@ -102,17 +102,6 @@ static uint64_t stall_report_ns(void)
     return stall_ns;
 }
 
-fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
-{
-    fc_sched *s = calloc(1, sizeof *s);
-    if (s) {
-        s->stop = stop;
-        s->stop_arg = stop_arg;
-        s->stall_ns = stall_report_ns();
-    }
-    return s;
-}
-
 /* makecontext passes int arguments only: the task pointer goes in two halves.
  * A flow's context runs one flow after another: when its function returns,
  * it waits in the thread's pool of finished flows to be given the next one
@@ -175,6 +164,7 @@ typedef struct {
     } scratch[KEPT_SCRATCH];
     int nscratch;
     size_t scratch_bytes;
+    fc_sched *sched; /* the last one freed, for the next launch */
 } kept_flows;
 static pthread_key_t kept_key;
 static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
@@ -191,6 +181,7 @@ static void kept_free(void *arg) /* at the thread's exit */
     kept_flows *k = arg;
     while (k->n) task_destroy(k->flow[--k->n]);
     while (k->nscratch) free(k->scratch[--k->nscratch].p);
+    free(k->sched);
     free(k);
 }
 
@@ -202,6 +193,20 @@ static kept_flows *kept(void)
     kept_flows *k = pthread_getspecific(kept_key);
     if (!k && (k = calloc(1, sizeof *k))) pthread_setspecific(kept_key, k);
     return k;
+}
+
+fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
+{
+    kept_flows *k = kept();
+    fc_sched *s = k && k->sched ? k->sched : malloc(sizeof *s);
+    if (k && s == k->sched) k->sched = NULL;
+    if (s) {
+        memset(s, 0, sizeof *s);
+        s->stop = stop;
+        s->stop_arg = stop_arg;
+        s->stall_ns = stall_report_ns();
+    }
+    return s;
 }
 
 /* The index of the thread's smallest kept scratch buffer; -1: none. */
@@ -502,5 +507,7 @@ void fc_sched_free(fc_sched *s)
         s->tasks = t->next;
         task_put(t);
     }
-    free(s);
+    kept_flows *k = kept();
+    if (k && !k->sched) k->sched = s;
+    else free(s);
 }

@@ -33,8 +33,15 @@ struct fc_op {
     bool quick;           /* takes no time, cannot block: any thread may run it */
     struct fc_op *next;
     uint64_t submit;   /* modelled time the host submitted it */
+    size_t room;       /* bytes arg has room for */
     max_align_t arg[]; /* copy of the caller's argument */
 };
+
+/* Operations run are kept for the stream's next ones, a few, rather than
+ * freed: made on the host's thread and freed on the worker's, each went
+ * through the allocator's cross-thread path. */
+#define SPARE_OPS 64
+#define SPARE_ARG_BYTES 128 /* the room each has, at least */
 
 /* Run one operation and move the stream's modelled timeline past it. Only
  * the operation running (one at a time) touches modelled_done. */
@@ -59,6 +66,8 @@ struct stream_ext { /* state private to this file */
      * completion count (modelled time only): a slot frees at its
      * operation's modelled finish, however early the emulation got there. */
     uint64_t *done_at;
+    struct fc_op *spares; /* operations run, for the next (SPARE_OPS at most) */
+    int nspares;
 };
 
 static struct stream_ext *ext(struct CUstream_st *s) { return (struct stream_ext *)s; }
@@ -101,9 +110,19 @@ static void run_head(struct CUstream_st *s)
     e->busy = true;
     pthread_mutex_unlock(&s->lock);
     run_op(s, op->fn, op->arg, op->submit);
-    free(op);
     pthread_mutex_lock(&s->lock);
     e->busy = false;
+    if (e->nspares < SPARE_OPS) {
+        op->next = e->spares;
+        e->spares = op;
+        e->nspares++;
+        op = NULL;
+    }
+    if (op) {
+        pthread_mutex_unlock(&s->lock);
+        free(op);
+        pthread_mutex_lock(&s->lock);
+    }
 }
 
 /* With s locked: whether its head can run now; if not, the head's ready
@@ -196,7 +215,15 @@ static void *worker_main(void *arg)
         }
     }
     s->worker_running = false;
+    struct fc_op *spares = e->spares;
+    e->spares = NULL;
+    e->nspares = 0;
     pthread_mutex_unlock(&s->lock);
+    while (spares) {
+        struct fc_op *next = spares->next;
+        free(spares);
+        spares = next;
+    }
     return NULL;
 }
 
@@ -257,12 +284,22 @@ static bool enqueue(struct CUstream_st *s, fc_op_fn fn, const void *arg, size_t 
         wake(s, whom);
         return true;
     }
+    struct fc_op *op = e->spares;
+    if (op && op->room >= arg_size) {
+        e->spares = op->next;
+        e->nspares--;
+    } else {
+        op = NULL;
+    }
     pthread_mutex_unlock(&s->lock);
 
-    struct fc_op *op = malloc(sizeof *op + arg_size);
     if (!op) {
-        fc_time_gpu_work(-1);
-        return false;
+        size_t room = arg_size > SPARE_ARG_BYTES ? arg_size : SPARE_ARG_BYTES;
+        if (!(op = malloc(sizeof *op + room))) {
+            fc_time_gpu_work(-1);
+            return false;
+        }
+        op->room = room;
     }
     op->fn = fn;
     op->ready = ready;
