@@ -32,7 +32,10 @@ machine state. Figures:
 
 The probe's times are its own (`--json`); wall times are the whole command.
 The machine's speed (common.cpu_loop_s) is printed before and after: on a
-shared virtual machine it drifts, and so does every figure with it.
+shared virtual machine it drifts, and so does every figure with it. Beside
+each small and large figure, the CPU time all processes spent per operation
+(the probe's `cpu_seconds`): the work the simulation did, which the
+machine's idle time leaves out (it still drifts with the machine).
 """
 
 from __future__ import annotations
@@ -117,10 +120,13 @@ def probe(python: str, ops: str, sizes: str, iters: int, warmup: int, check: boo
     return cmd + ([] if check else ["--no-check"])
 
 
-def per_op(r: dict[str, Any], iters: int) -> Optional[float]:
-    if r["rc"] != 0 or not r["probe"]:
+def per_op(r: dict[str, Any], iters: int, key: str = "seconds") -> Optional[float]:
+    """The probe's seconds (or CPU seconds, `key` "cpu_seconds") per
+    operation; None when the run failed or (CPU seconds before the probe
+    measured them) the probe did not say."""
+    if r["rc"] != 0 or not r["probe"] or key not in r["probe"]["operations"][0]:
         return None
-    return r["probe"]["operations"][0]["seconds"] / iters
+    return r["probe"]["operations"][0][key] / iters
 
 
 def fmt(v: Optional[float], scale: float = 1.0, digits: int = 2) -> str:
@@ -132,26 +138,33 @@ def interpreter_of(exe: str) -> str:
     return str(Path(exe).parent / "python")
 
 
+Values = dict[str, list[Optional[float]]]
+
+
 def in_turn(installs: dict[str, str], repeat: int, log: Log, name: str, iters: int,
-            run: Callable[[str], dict[str, Any]], raw: list[dict], **record: Any) -> dict[str, list[Optional[float]]]:
+            run: Callable[[str], dict[str, Any]], raw: list[dict], **record: Any) -> tuple[Values, Values]:
     """`run(exe)` for each installation in turn, `repeat` times (so that each
-    sees the machine's drift alike): its seconds per operation by label; every
-    result also goes to `raw` with `record`."""
-    values: dict[str, list[Optional[float]]] = {label: [] for label in installs}
+    sees the machine's drift alike): its seconds and CPU seconds per
+    operation by label; every result also goes to `raw` with `record`."""
+    values: Values = {label: [] for label in installs}
+    cpu: Values = {label: [] for label in installs}
     for rep in range(repeat):
         for label, exe in installs.items():
             log(f"{name}: {label} ({rep + 1}/{repeat})")
             r = run(exe)
             raw.append({**record, "install": label, **r})
             values[label].append(per_op(r, iters))
-    return values
+            cpu[label].append(per_op(r, iters, "cpu_seconds"))
+    return values, cpu
 
 
-def cells(values: dict[str, list[Optional[float]]], scale: float = 1.0) -> list[str]:
+def cells(values: Values, scale: float = 1.0) -> list[str]:
     """Each installation's median, with the range when measured more than once."""
     out = []
     for vals in values.values():
-        if any(v is None for v in vals):
+        if all(v is None for v in vals) and vals:
+            out.append("failed or not measured")
+        elif any(v is None for v in vals):
             out.append("failed")
         elif len(vals) == 1:
             out.append(fmt(vals[0], scale))
@@ -170,9 +183,10 @@ def small(installs: dict[str, str], repeat: int, log: Log) -> Figure:
         def run(exe: str) -> dict[str, Any]:
             command = probe(interpreter_of(exe), "allreduce", "8", SMALL_ITERS, 5, True) + per_process
             return launch(exe, hosts, gpus, command, per_process)
-        values = in_turn(installs, repeat, log, f"small {name}", SMALL_ITERS, run, raw,
-                         figure="allreduce 8 B", shape=[hosts, gpus], gpus_per_process=gpp)
+        values, cpu = in_turn(installs, repeat, log, f"small {name}", SMALL_ITERS, run, raw,
+                              figure="allreduce 8 B", shape=[hosts, gpus], gpus_per_process=gpp)
         rows.append([name, *cells(values, 1e3)])
+        rows.append([f"{name}: CPU ms, all processes", *cells(cpu, 1e3)])
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
 
 
@@ -184,9 +198,10 @@ def large(installs: dict[str, str], repeat: int, log: Log) -> Figure:
             # the probe takes --gpus-per-process from launch since 7713139; earlier installations need it given
             command = probe(interpreter_of(exe), "allreduce", "128M", LARGE_ITERS, 1, False) + extra
             return launch(exe, 2, 8, command, extra)
-        values = in_turn(installs, repeat, log, f"large {label_proc}", LARGE_ITERS, run, raw,
-                         figure="allreduce 128 MiB", processes=label_proc)
+        values, cpu = in_turn(installs, repeat, log, f"large {label_proc}", LARGE_ITERS, run, raw,
+                              figure="allreduce 128 MiB", processes=label_proc)
         rows.append([f"2 x 8, {label_proc}", *cells(values)])
+        rows.append([f"2 x 8, {label_proc}: CPU s, all processes", *cells(cpu)])
     return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
 
 

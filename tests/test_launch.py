@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -102,15 +103,20 @@ def test_one_process_per_host(run_cli, tmp_path: Path) -> None:
 @pytest.mark.e2e
 def test_the_probe_drives_the_gpus_launch_gives_each_process(run_cli, ncclsim_exe: Path, tmp_path: Path) -> None:
     """`launch --gpus-per-process 2 -- ncclsim probe` without the probe's own
-    flag: each process drives its 2 GPUs (4 ranks), not one."""
+    flag: each process drives its 2 GPUs (4 ranks), not one. The probe's CPU
+    time of an operation is the processes' (all their threads) while it ran:
+    some, and no more than the machine's CPUs had."""
     run = tmp_path / "run"
     out = tmp_path / "probe.json"
     proc = _launch(run_cli, run, "--hosts", "2", "--gpus", "2", "--gpus-per-process", "2", "--",
-                   str(ncclsim_exe), "probe", "--ops", "allreduce", "--sizes", "8", "--json", str(out))
+                   str(ncclsim_exe), "probe", "--ops", "allreduce", "--sizes", "8", "--iters", "200",
+                   "--json", str(out))
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["nranks"] == 4 and result["processes"] == 2, result
-    assert result["operations"][0]["operation"] == "allreduce", result
+    op = result["operations"][0]
+    assert op["operation"] == "allreduce", result
+    assert 0 < op["cpu_seconds"] <= op["seconds"] * (os.cpu_count() or 1) + 0.05, op
 
 
 @pytest.mark.e2e

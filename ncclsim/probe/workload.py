@@ -47,6 +47,11 @@ class OpResult:
     operation: str
     size: int
     seconds: float
+    # CPU time all processes of the run spent meanwhile (every thread: the
+    # program's, NCCL's, the emulated GPUs'), always real time: a measure of
+    # the simulation's work that the machine's idle time and other load
+    # leave out.
+    cpu_seconds: float = 0.0
 
 
 @dataclass
@@ -66,7 +71,8 @@ class ProbeResult:
                 "init_seconds": round(self.init_seconds, 4),
                 "destroy_seconds": round(self.destroy_seconds, 4),
                 "operations": [{"operation": o.operation, "size": o.size,
-                                "seconds": round(o.seconds, 6)} for o in self.operations],
+                                "seconds": round(o.seconds, 6), "cpu_seconds": round(o.cpu_seconds, 6)}
+                               for o in self.operations],
                 "left_out": self.left_out}
 
 
@@ -270,12 +276,13 @@ def _operations(libs: Libraries, opts: ProbeOptions, world: World, ranks: list[R
                 _issue_all(libs, issues, op)
             for r in ranks:
                 r.sync()
-            t = time.perf_counter()
+            t, cpu = time.perf_counter(), time.process_time()
             for _ in range(opts.iterations):
                 _issue_all(libs, issues, op)
             for r in ranks:
                 r.sync()
-            result.operations.append(OpResult(op, size, time.perf_counter() - t))
+            seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
+            result.operations.append(OpResult(op, size, seconds, sum(world.allgather(cpu))))
             if opts.check:
                 for r in ranks:
                     _check(op, r, size, nranks, opts.redop)
