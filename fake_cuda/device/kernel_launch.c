@@ -30,7 +30,9 @@ static void kernel_ident(const char *name, char *out, size_t n)
             len = l;
         }
     }
-    snprintf(out, n, "%.*s", (int)len, p);
+    size_t k = len < n - 1 ? len : n - 1; /* n > 0; a copy, not snprintf: once per launch */
+    memcpy(out, p, k);
+    out[k] = 0;
 }
 
 static atomic_bool reported_decode_error;
