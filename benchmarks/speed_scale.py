@@ -158,14 +158,13 @@ def in_turn(installs: dict[str, str], repeat: int, log: Log, name: str, iters: i
     return values, cpu
 
 
-def cells(values: Values, scale: float = 1.0) -> list[str]:
-    """Each installation's median, with the range when measured more than once."""
+def cells(values: Values, scale: float = 1.0, missing: str = "failed") -> list[str]:
+    """Each installation's median, with the range when measured more than
+    once; `missing` where a value is None."""
     out = []
     for vals in values.values():
-        if all(v is None for v in vals) and vals:
-            out.append("failed or not measured")
-        elif any(v is None for v in vals):
-            out.append("failed")
+        if any(v is None for v in vals):
+            out.append(missing)
         elif len(vals) == 1:
             out.append(fmt(vals[0], scale))
         else:
@@ -186,7 +185,7 @@ def small(installs: dict[str, str], repeat: int, log: Log) -> Figure:
         values, cpu = in_turn(installs, repeat, log, f"small {name}", SMALL_ITERS, run, raw,
                               figure="allreduce 8 B", shape=[hosts, gpus], gpus_per_process=gpp)
         rows.append([name, *cells(values, 1e3)])
-        rows.append([f"{name}: CPU ms, all processes", *cells(cpu, 1e3)])
+        rows.append([f"{name}: CPU ms, all processes", *cells(cpu, 1e3, "n/a")])  # n/a: failed or not said
     return ["AllReduce 8 B, ms per operation", *installs], rows, raw
 
 
@@ -201,7 +200,7 @@ def large(installs: dict[str, str], repeat: int, log: Log) -> Figure:
         values, cpu = in_turn(installs, repeat, log, f"large {label_proc}", LARGE_ITERS, run, raw,
                               figure="allreduce 128 MiB", processes=label_proc)
         rows.append([f"2 x 8, {label_proc}", *cells(values)])
-        rows.append([f"2 x 8, {label_proc}: CPU s, all processes", *cells(cpu)])
+        rows.append([f"2 x 8, {label_proc}: CPU s, all processes", *cells(cpu, missing="n/a")])
     return ["AllReduce 128 MiB, s per operation", *installs], rows, raw
 
 

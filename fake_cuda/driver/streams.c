@@ -37,9 +37,10 @@ struct fc_op {
     max_align_t arg[]; /* copy of the caller's argument */
 };
 
-/* Operations run are kept for the stream's next ones, a few, rather than
- * freed: made on the host's thread and freed on the worker's, each went
- * through the allocator's cross-thread path. */
+/* Operations run are kept for the stream's next ones (up to SPARE_OPS: the
+ * host may enqueue many while the worker drains) rather than freed: made on
+ * the host's thread and freed on the worker's, each went through the
+ * allocator's cross-thread path. */
 #define SPARE_OPS 64
 #define SPARE_ARG_BYTES 128 /* the room each has, at least */
 
