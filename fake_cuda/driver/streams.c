@@ -113,7 +113,7 @@ static void run_head(struct CUstream_st *s)
     run_op(s, op->fn, op->arg, op->submit);
     pthread_mutex_lock(&s->lock);
     e->busy = false;
-    if (e->nspares < SPARE_OPS) {
+    if (e->nspares < SPARE_OPS && !e->destroyed) { /* a destroyed stream's worker frees its spares as it ends */
         op->next = e->spares;
         e->spares = op;
         e->nspares++;
