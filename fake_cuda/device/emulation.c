@@ -73,10 +73,9 @@ void fc_emu_run(fc_nccl_launch *l)
 {
     fc_emu e = {.l = l, .L = l->rel->layout};
     if (l->abortFlag && fc_nccl_in_sim_memory(l->abortFlag, 4)) e.abortFlag = (volatile uint32_t *)l->abortFlag;
-    channel_flow on_stack[64]; /* MAXCHANNELS: no allocation per launch */
-    channel_flow *flows = l->nchannels <= 64 ? on_stack : calloc((size_t)l->nchannels, sizeof *flows);
+    channel_flow flows[64]; /* a channel per set bit of the 64-bit channelMask (decode.c) */
     fc_sched *sched = fc_sched_new(should_stop, &e);
-    if (!flows || !sched) {
+    if (!sched) {
         fc_emu_fail(&e, "out of memory");
     } else {
         e.timed = fc_time_modelled();
@@ -95,7 +94,6 @@ void fc_emu_run(fc_nccl_launch *l)
         if (e.timed && !fc_emu_failed(&e)) fc_timeline_kernel(l, start, end);
     }
     fc_sched_free(sched);
-    if (flows != on_stack) free(flows);
     if (fc_emu_failed(&e)) {
         /* The peers and NCCL's proxy now wait for steps that will never come:
          * stop here, loudly, rather than hang. */

@@ -323,8 +323,10 @@ PER_BLOCK postdiv_elems(const params *p, block *a, int cnt) {
 
 /* Each block operation in two copies: a whole block, and a small last one
  * (an 8-byte AllReduce reduced 512 elements). */
-static void reduce_block(const params *p, block *restrict a, const block *restrict b) { reduce_elems(p, a, b, BLK); }
-static void reduce_small(const params *p, block *restrict a, const block *restrict b) { reduce_elems(p, a, b, SMALL); }
+static void reduce_block(const params *p, block *restrict a, const block *restrict b, bool small) {
+    if (small) reduce_elems(p, a, b, SMALL);
+    else reduce_elems(p, a, b, BLK);
+}
 static void premul_block(const params *p, block *a, bool small) {
     if (small) premul_elems(p, a, SMALL);
     else premul_elems(p, a, BLK);
@@ -400,11 +402,10 @@ static void reduce(const fc_redop *op, void *dst, const void *const *srcs, int n
             if (s + 1 < nsrcs) prefetch_block((const char *)srcs[s + 1] + off, bytes);
             else if (n - first > BLK) prefetch_block((const char *)srcs[0] + off + bytes, bytes);
             if (n - first >= BLK && (uintptr_t)at % size == 0) { /* a whole block, aligned */
-                reduce_block(&p, &a, (const block *)(const void *)at);
+                reduce_block(&p, &a, (const block *)(const void *)at, false);
             } else {
                 load(&b, srcs[s], off, bytes, used);
-                if (small) reduce_small(&p, &a, &b);
-                else reduce_block(&p, &a, &b);
+                reduce_block(&p, &a, &b, small);
             }
         }
         if (post) postdiv_block(&p, &a, small);
