@@ -270,13 +270,17 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     run = tmp_path / "run"
     left = room(meminfo())
     assert left is not None
-    keep_free = left - (1 << 30)  # the two ranks take 1.5 GiB each
+    # The guard trips once the ranks take 1 GiB; they go on taking, 64 MiB at
+    # a time up to half of what is left, so memory other processes free while
+    # they run (a test before this one still ending) cannot hide them.
+    keep_free = left - min(1 << 30, left // 8)
+    steps = left // 4 // (64 << 20)
     start = time.monotonic()
     proc = _launch(run_cli, run, "--hosts", "1", "--gpus", "2", "--keep-free", str(keep_free), "--",
                    sys.executable, "-c", "import os, time; print(open('/proc/self/oom_score_adj').read().strip(), "
                    "os.getpriority(os.PRIO_PROCESS, 0), os.sched_getscheduler(0) == os.SCHED_BATCH, flush=True); "
-                   "taken = b'x' * (1536 << 20); time.sleep(120)")
-    assert proc.returncode == 1, proc.stderr
+                   f"taken = [b'x' * (64 << 20) for _ in range({steps}) if not time.sleep(0.01)]; time.sleep(60)")
+    assert proc.returncode == 1, f"{proc.stderr}\nleft at the start {left}, now {room(meminfo())}"
     assert time.monotonic() - start < 60, "the ranks were not stopped"
     assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
                      r".*; --keep-free \d+\.\d GB\): every rank was stopped; README", proc.stderr, re.M), proc.stderr
