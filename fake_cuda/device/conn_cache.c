@@ -3,20 +3,23 @@
  * mapped, a newer connection taking an older one's place. */
 #include "conn_cache.h"
 
-#include <pthread.h>
 #include <string.h>
 #include <sys/mman.h>
+
+#include "thread_exit.h"
 
 /* A GPU on 16 channels keeps a few hundred connections per algorithm and
  * protocol (NVLS: some 400); the table's untouched pages cost nothing. */
 #define CONN_CACHE_ENTRIES 4096u
 
-static pthread_key_t table_key;
-static pthread_once_t table_once = PTHREAD_ONCE_INIT;
 static __thread fc_conn_kept *table;
 
-static void table_free(void *t) { munmap(t, CONN_CACHE_ENTRIES * sizeof(fc_conn_kept)); }
-static void table_init(void) { pthread_key_create(&table_key, table_free); }
+static void table_free(void *t)
+{
+    munmap(t, CONN_CACHE_ENTRIES * sizeof(fc_conn_kept));
+    table = NULL;
+}
+static fc_thread_exit table_exit = FC_THREAD_EXIT_INIT(table_free);
 
 static unsigned which_of(bool send, int connIndex, int proto)
 {
@@ -26,12 +29,14 @@ static unsigned which_of(bool send, int connIndex, int proto)
 static fc_conn_kept *slot(uintptr_t peer_slot, unsigned which, bool make)
 {
     if (!table && make) {
-        pthread_once(&table_once, table_init);
         void *t = mmap(NULL, CONN_CACHE_ENTRIES * sizeof(fc_conn_kept), PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (t == MAP_FAILED) return NULL;
+        if (!fc_thread_exit_arm(&table_exit, t)) {
+            table_free(t);
+            return NULL;
+        }
         table = t;
-        pthread_setspecific(table_key, t);
     }
     if (!table) return NULL;
     uint64_t h = ((uint64_t)peer_slot >> 3 ^ (uint64_t)which << 40) * 0x9e3779b97f4a7c15ull;

@@ -20,6 +20,7 @@
 
 #include "idle.h"
 #include "log.h"
+#include "thread_exit.h"
 
 /* Flows run NCCL's algorithm loops, a few frames deep, plus libc calls. */
 #define STACK_BYTES (128u << 10)
@@ -166,8 +167,7 @@ typedef struct {
     size_t scratch_bytes;
     fc_sched *sched; /* the last one freed, for the next launch */
 } kept_flows;
-static pthread_key_t kept_key;
-static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+static __thread kept_flows *thread_kept;
 
 static void task_destroy(fc_task *t)
 {
@@ -183,16 +183,21 @@ static void kept_free(void *arg) /* at the thread's exit */
     while (k->nscratch) free(k->scratch[--k->nscratch].p);
     free(k->sched);
     free(k);
+    thread_kept = NULL; /* a later destructor of the thread's that frees a flow makes a new one */
 }
 
-static void kept_init(void) { pthread_key_create(&kept_key, kept_free); }
+static fc_thread_exit kept_exit = FC_THREAD_EXIT_INIT(kept_free);
 
+/* The calling thread's; NULL: it keeps nothing (no memory, no key). */
 static kept_flows *kept(void)
 {
-    pthread_once(&kept_once, kept_init);
-    kept_flows *k = pthread_getspecific(kept_key);
-    if (!k && (k = calloc(1, sizeof *k))) pthread_setspecific(kept_key, k);
-    return k;
+    if (thread_kept) return thread_kept;
+    kept_flows *k = calloc(1, sizeof *k);
+    if (k && !fc_thread_exit_arm(&kept_exit, k)) {
+        free(k);
+        return NULL;
+    }
+    return thread_kept = k;
 }
 
 fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "thread_exit.h"
 
 /* Threads with a wake descriptor at once (NCCL's service threads of every
  * communicator of the process); past that, a poll sleeps as before. */
@@ -35,8 +36,6 @@ static struct {
 } wakeable[MAX_WAKEABLE];
 static int n_wakeable; /* entries in use or freed: the scan's end */
 
-static pthread_key_t exit_key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static __thread int wake_fd = -1; /* -2: none could be made */
 
 /* At the thread's end: its entry goes before its descriptor closes, so a
@@ -51,19 +50,13 @@ static void forget(void *unused)
     close(wake_fd);
     wake_fd = -1;
 }
-
-static void make_key(void)
-{
-    if (pthread_key_create(&exit_key, forget)) exit_key = (pthread_key_t)-1;
-}
+static fc_thread_exit wake_fd_exit = FC_THREAD_EXIT_INIT(forget);
 
 /* This thread's wake descriptor, made and registered on first use; -1: none. */
 static int own_wake_fd(void)
 {
     if (wake_fd != -1) return wake_fd >= 0 ? wake_fd : -1;
     wake_fd = -2;
-    pthread_once(&key_once, make_key);
-    if (exit_key == (pthread_key_t)-1) return -1;
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) return -1;
     pthread_mutex_lock(&lock);
@@ -73,7 +66,7 @@ static int own_wake_fd(void)
     if (slot < 0 && n_wakeable < MAX_WAKEABLE) slot = n_wakeable++;
     if (slot >= 0) wakeable[slot].thread = pthread_self(), wakeable[slot].fd = fd;
     pthread_mutex_unlock(&lock);
-    if (slot < 0 || pthread_setspecific(exit_key, &wake_fd)) {
+    if (slot < 0 || !fc_thread_exit_arm(&wake_fd_exit, &wake_fd)) {
         if (slot >= 0) {
             pthread_mutex_lock(&lock);
             wakeable[slot].fd = -1;

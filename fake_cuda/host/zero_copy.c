@@ -21,7 +21,6 @@
  *    scratch buffer, so that those pages are not faulted in at all.
  * The bytes are the same as the plain call's either way. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -30,6 +29,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "thread_exit.h"
 #include "zero_runs.h"
 
 #define SPARSE_COPY_MIN ((size_t)1 << 20)
@@ -163,26 +163,24 @@ static void settle(const struct recv_pages *p, char *buf, const char *data, size
 /* A thread's scratch for receives into memory not in use, kept while the
  * thread lives (it receives again: NCCL's ring of topology gathers). */
 #define SCRATCH_BYTES ((size_t)256 << 10)
-static pthread_key_t scratch_key;
-static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static bool scratch_key_made;
 static __thread char *scratch;
 static __thread bool scratch_failed;
 
-static void scratch_free(void *p) { munmap(p, SCRATCH_BYTES); }
-
-static void scratch_make_key(void) { scratch_key_made = pthread_key_create(&scratch_key, scratch_free) == 0; }
+static void scratch_free(void *p)
+{
+    munmap(p, SCRATCH_BYTES);
+    scratch = NULL;
+}
+static fc_thread_exit scratch_exit = FC_THREAD_EXIT_INIT(scratch_free);
 
 static char *own_scratch(void)
 {
     if (scratch || scratch_failed) return scratch;
     scratch_failed = true;
-    pthread_once(&scratch_once, scratch_make_key);
-    if (!scratch_key_made) return NULL;
     void *p = mmap(NULL, SCRATCH_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return NULL;
-    if (pthread_setspecific(scratch_key, p)) {
-        munmap(p, SCRATCH_BYTES);
+    if (!fc_thread_exit_arm(&scratch_exit, p)) {
+        scratch_free(p);
         return NULL;
     }
     scratch_failed = false;
