@@ -35,3 +35,13 @@ def test_the_default_nccl_is_one_release() -> None:
     pinned = f"nvidia-nccl-cu12=={wheels.DEFAULT_RELEASE}"
     assert pinned in project["optional-dependencies"]["nccl"]
     assert pinned in project["optional-dependencies"]["test"]
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    """The README's second set-up command is what CI runs, and between its
+    pytest runs every test is selected: the quick set and the end-to-end runs."""
+    blocks = (REPO / "README.md").read_text().split("```sh\n")
+    command = blocks[2].split("\n```")[0].strip()
+    assert (REPO / ".ci" / "run").read_text().strip().splitlines()[-1] == command
+    selections = [part.split("-m ", 1)[1].split(" -n")[0] for part in command.split(" && ") if "pytest" in part]
+    assert selections == ['"not e2e"', "e2e"], selections

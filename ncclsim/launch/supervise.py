@@ -249,7 +249,10 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                     break
                 if guard and guard.tripped:
                     break
-                time.sleep(POLL)
+                try:  # back at once when mpiexec ends
+                    proc.wait(POLL)
+                except subprocess.TimeoutExpired:
+                    pass
         except _Stopped as e:
             err.write(f"ncclsim: stopped by {stop_signals.name(e.signum)}; stopping every rank\n")
         finally:
