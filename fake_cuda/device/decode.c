@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,16 +204,7 @@ static fc_nccl_launch *launch_new(void)
     fc_nccl_launch *l = nkept ? kept[--nkept] : NULL;
     pthread_mutex_unlock(&kept_lock);
     if (!l) return calloc(1, sizeof *l);
-    fc_nccl_launch room = *l;
-    memset(l, 0, sizeof *l);
-    l->args = room.args;
-    l->args_cap = room.args_cap;
-    l->channels = room.channels;
-    l->channels_cap = room.channels_cap;
-    l->batches = room.batches;
-    l->batches_cap = room.batches_cap;
-    l->works = room.works;
-    l->works_cap = room.works_cap;
+    memset(l, 0, offsetof(fc_nccl_launch, args));
     return l;
 }
 

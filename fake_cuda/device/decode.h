@@ -81,16 +81,12 @@ typedef struct fc_nccl_launch {
     unsigned long long stream;
     unsigned grid, block;
     int device; /* the GPU it runs on (the stream's), an ordinal of the host */
-    unsigned char *args; /* copy of the argument block */
     size_t args_size;
     uintptr_t comm, workBuf;
     uint64_t channelMask;
     uint32_t workMask;
     uint8_t storage; /* 0 args, 1 fifo, 2 persistent */
     int nchannels, nbatches, nworks;
-    fc_nccl_channel *channels;
-    fc_nccl_batch *batches;
-    fc_nccl_work *works;
     /* fc_nccl_resolve: */
     bool resolved;
     int rank, nRanks, node, nNodes, buffSizes[3], p2pChunkSize;
@@ -99,8 +95,12 @@ typedef struct fc_nccl_launch {
     uintptr_t workConsumed, workStarted, workCompleted; /* per-channel progress for the host; 0: none */
     int nconns, nconns_bad; /* connections the work uses / not in simulated memory */
     char error[200];        /* first problem found, "" when none */
-    /* decode.c's: what args, channels, batches and works have room for, kept
-     * with them when a freed launch is kept for a later decode */
+    /* Last: the arrays, which a freed launch kept for a later decode keeps
+     * with their room (decode.c clears what comes before). */
+    unsigned char *args; /* copy of the argument block */
+    fc_nccl_channel *channels;
+    fc_nccl_batch *batches;
+    fc_nccl_work *works;
     size_t args_cap;
     int channels_cap, batches_cap, works_cap;
 } fc_nccl_launch;

@@ -203,8 +203,13 @@ static kept_flows *kept(void)
 fc_sched *fc_sched_new(fc_sched_stop_fn stop, void *stop_arg)
 {
     kept_flows *k = kept();
-    fc_sched *s = k && k->sched ? k->sched : malloc(sizeof *s);
-    if (k && s == k->sched) k->sched = NULL;
+    fc_sched *s;
+    if (k && k->sched) {
+        s = k->sched;
+        k->sched = NULL;
+    } else {
+        s = malloc(sizeof *s);
+    }
     if (s) {
         memset(s, 0, sizeof *s);
         s->stop = stop;
