@@ -9,16 +9,21 @@ import argparse
 import importlib
 import os
 import sys
-from typing import Mapping, NamedTuple, NoReturn, Optional, Sequence, TextIO
+from typing import TYPE_CHECKING, Mapping, NamedTuple, NoReturn, Optional, Sequence, TextIO
 
 from ncclsim import NcclsimError, __version__
-from ncclsim.platform.models import GpuCatalog, load_models
+
+if TYPE_CHECKING:
+    from ncclsim.platform.models import GpuCatalog
 
 
 class Command(NamedTuple):
     names: tuple[str, ...]  # what it registers
     module: str  # whose `register(sub, catalog[, actions])` does
     actions: tuple[str, ...] = ()  # modules adding actions to it, from above its package
+    # Whether it is given the GPU catalog (else None): the probe runs as every
+    # rank of a launch, and reading the catalog's module costs each of them.
+    catalog: bool = True
 
 
 # In the order `ncclsim --help` lists them. A command line imports only its
@@ -26,7 +31,7 @@ class Command(NamedTuple):
 # take to run.
 COMMANDS: tuple[Command, ...] = (
     Command(("env", "info", "platform"), "ncclsim.platform.cli"),
-    Command(("probe",), "ncclsim.probe.cli"),
+    Command(("probe",), "ncclsim.probe.cli", catalog=False),
     Command(("launch",), "ncclsim.launch.cli"),
     Command(("clean",), "ncclsim.launch.clean_cli"),
     Command(("report",), "ncclsim.report.cli"),
@@ -43,13 +48,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser(catalog: GpuCatalog, argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
-    """The parser of every command, or only of the one `argv` names."""
+def _commands(argv: Optional[Sequence[str]]) -> list[Command]:
+    """The command `argv` names, or every command (for help or an error)."""
+    named = next((a for a in argv or () if not a.startswith("-")), None)
+    return [c for c in COMMANDS if named in c.names] or list(COMMANDS)
+
+
+def build_parser(catalog: Optional[GpuCatalog], argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the one `argv` names (catalog:
+    None only when that command takes none)."""
     parser = _Parser(prog="ncclsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    named = next((a for a in argv or () if not a.startswith("-")), None)
-    for command in [c for c in COMMANDS if named in c.names] or COMMANDS:
+    for command in _commands(argv):
         register = importlib.import_module(command.module).register
         if command.actions:
             register(sub, catalog, actions=tuple(importlib.import_module(a) for a in command.actions))
@@ -61,8 +72,11 @@ def build_parser(catalog: GpuCatalog, argv: Optional[Sequence[str]] = None) -> a
 def main(argv: Optional[list[str]] = None, environ: Optional[Mapping[str, str]] = None,
          out: Optional[TextIO] = None) -> int:
     try:
-        catalog = load_models()
         argv = sys.argv[1:] if argv is None else argv
+        catalog = None
+        if any(c.catalog for c in _commands(argv)):
+            from ncclsim.platform.models import load_models
+            catalog = load_models()
         args = build_parser(catalog, argv).parse_args(argv)
         return int(args.func(args, os.environ if environ is None else environ,
                              out or sys.stdout, catalog))

@@ -36,3 +36,20 @@ def test_a_command_line_imports_only_its_command() -> None:
     loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert "ncclsim.launch.clean_cli" in loaded, loaded
     assert not {"ncclsim.sweep.cli", "ncclsim.topology.cli", "ncclsim.launch.cli"} & loaded, loaded
+
+
+def test_the_probe_imports_only_what_a_rank_needs() -> None:
+    """`ncclsim probe` starts once per rank of a launch: a rank's start must
+    not import the GPU catalog, the platform's set-up, the NCCL wheels or a
+    C parser (each costs every rank, hundreds at a time)."""
+    code = ("import json, sys\nfrom ncclsim.cli import main\n"
+            "try:\n    main(['probe', '--help'])\nexcept SystemExit:\n    pass\n"
+            "import ncclsim.probe.workload\n"
+            "print(json.dumps(sorted(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0 and "usage: ncclsim probe" in proc.stdout, proc.stderr
+    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert "ncclsim.probe.bindings" in loaded, loaded
+    heavy = {"ncclsim.platform.models", "ncclsim.platform.env", "ncclsim.nccl.wheels", "cffi", "pycparser",
+             "dataclasses"}
+    assert not heavy & loaded, heavy & loaded

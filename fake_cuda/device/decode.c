@@ -208,22 +208,27 @@ static fc_nccl_launch *launch_new(void)
     return l;
 }
 
-/* l->args with room for size bytes, l->channels for n (cleared). */
-static bool make_room(fc_nccl_launch *l, size_t size, int n)
+/* l->args with room for size bytes. */
+static bool args_room(fc_nccl_launch *l, size_t size)
 {
-    if (size > l->args_cap) {
-        unsigned char *a = realloc(l->args, size);
-        if (!a) return false;
-        l->args = a;
-        l->args_cap = size;
-    }
+    if (size <= l->args_cap) return true;
+    unsigned char *a = realloc(l->args, size);
+    if (!a) return false;
+    l->args = a;
+    l->args_cap = size;
+    return true;
+}
+
+/* l->channels with room for n, cleared. */
+static bool channels_room(fc_nccl_launch *l, int n)
+{
     if (n > l->channels_cap) {
         fc_nccl_channel *c = realloc(l->channels, (size_t)n * sizeof *c);
         if (!c) return false;
         l->channels = c;
         l->channels_cap = n;
     }
-    if (n) memset(l->channels, 0, (size_t)n * sizeof *l->channels);
+    memset(l->channels, 0, (size_t)n * sizeof *l->channels);
     return true;
 }
 
@@ -242,7 +247,7 @@ fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args
         fc_nccl_launch_error(l, "the argument block has %zu bytes, less than ncclDevKernelArgs", args ? size : 0);
         return l;
     }
-    if (!make_room(l, size, 0)) goto oom;
+    if (!args_room(l, size)) goto oom;
     memcpy(l->args, args, size);
     l->args_size = size;
     l->comm = fc_nccl_get(l->args, L->args_comm);
@@ -260,7 +265,7 @@ fc_nccl_launch *fc_nccl_decode_args(const fc_nccl_release *rel, const void *args
         fc_nccl_launch_error(l, "unknown work storage type %d", l->storage);
         return l;
     }
-    if (!make_room(l, size, n)) goto oom;
+    if (n && !channels_room(l, n)) goto oom;
     uint64_t mask = l->channelMask;
     for (int b = 0; b < n; b++, mask &= mask - 1) {
         fc_nccl_channel *ch = &l->channels[b];

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass
 
 from ncclsim.launch.machines import Placement
-from ncclsim.platform.env import GPUS_PER_PROCESS_VARIABLE
+from ncclsim.platform.rank_env import GPUS_PER_PROCESS_VARIABLE
 
 LOCAL_ADDR = "127.0.0.1"
 

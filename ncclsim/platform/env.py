@@ -11,6 +11,7 @@ from typing import Mapping, Optional
 from ncclsim.paths import cudart_lib_dir, default_config_dir, lib_dir
 from ncclsim.platform.config import PlatformConfig, default_platform, read_platform, write_platform
 from ncclsim.platform.models import GpuCatalog, load_models
+from ncclsim.platform.rank_env import NO_PAYLOAD_VARIABLE
 from ncclsim import NcclsimError
 from ncclsim.rundir import HostFiles, RunDir, host_name
 
@@ -97,12 +98,6 @@ def clock_settings(clock: str) -> dict[str, str]:
 # NCCL_DEBUG_FILE); the report reads and merges them.
 TIMELINE_VARIABLE = "NCCLSIM_TIMELINE"
 TIMELINE_STEPS_VARIABLE = "NCCLSIM_TIMELINE_STEPS"
-# The emulation keeps NCCL's protocol and the modelled time but moves no data
-# and never reads or writes the program's buffers.
-NO_PAYLOAD_VARIABLE = "NCCLSIM_NO_PAYLOAD"
-# The GPUs each process of a launch drives (launch --gpus-per-process): what
-# the probe drives under MPI unless told otherwise.
-GPUS_PER_PROCESS_VARIABLE = "NCCLSIM_GPUS_PER_PROCESS"
 # What `ncclsim launch` decides for all ranks (a caller's own values are dropped).
 LAUNCH_VARIABLES = (*CLOCK_VARIABLES, TIMELINE_VARIABLE, TIMELINE_STEPS_VARIABLE, NO_PAYLOAD_VARIABLE)
 
@@ -112,19 +107,8 @@ def timeline_settings(steps: bool) -> dict[str, str]:
     return {TIMELINE_STEPS_VARIABLE: "1"} if steps else {}
 
 
-def launched_gpus_per_process(environ: Mapping[str, str]) -> int:
-    """launch's --gpus-per-process in a rank's environment; 0 when not launched so."""
-    value = environ.get(GPUS_PER_PROCESS_VARIABLE, "")
-    return int(value) if value.isdigit() else 0
-
-
 def payload_settings(no_payload: bool) -> dict[str, str]:
     return {NO_PAYLOAD_VARIABLE: "1"} if no_payload else {}
-
-
-def without_payload(environ: Mapping[str, str]) -> bool:
-    """Whether a process with `environ` runs without payload (its buffers hold nothing NCCL computed)."""
-    return environ.get(NO_PAYLOAD_VARIABLE, "") == "1"
 
 
 def with_host_preload(existing: str) -> str:

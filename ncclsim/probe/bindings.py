@@ -1,50 +1,63 @@
-"""cffi bindings to the subset of NCCL and the CUDA runtime the probe uses.
+"""ctypes bindings to the subset of NCCL and the CUDA runtime the probe uses.
 
 The libraries are loaded by soname, so the environment (LD_LIBRARY_PATH, as
-`ncclsim env` and `ncclsim launch` set it) decides which NCCL runs.
+`ncclsim env` and `ncclsim launch` set it) decides which NCCL runs. ctypes,
+not a C parser: the probe starts once per rank of a launch, and parsing
+declarations cost more than everything else the probe imports.
+
+Handles and device pointers are `ctypes.c_void_p`: passed where the C side
+takes a pointer to one (an output), ctypes passes its address; passed where
+it takes the handle or pointer itself, its value. None is NULL.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-from cffi import FFI
+import ctypes
+from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_void_p
+from typing import Any, NamedTuple
 
 from ncclsim import NcclsimError
 
-CDEF = """
-typedef struct { char internal[128]; } ncclUniqueId;
-typedef struct ncclComm *ncclComm_t;
-typedef struct CUstream_st *cudaStream_t;
 
-int ncclGetVersion(int *version);
-int ncclGetUniqueId(ncclUniqueId *id);
-int ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank);
-int ncclGroupStart(void);
-int ncclGroupEnd(void);
-int ncclAllReduce(const void *s, void *r, size_t n, int type, int op, ncclComm_t c, cudaStream_t st);
-int ncclBroadcast(const void *s, void *r, size_t n, int type, int root, ncclComm_t c, cudaStream_t st);
-int ncclReduce(const void *s, void *r, size_t n, int type, int op, int root, ncclComm_t c, cudaStream_t st);
-int ncclAllGather(const void *s, void *r, size_t n, int type, ncclComm_t c, cudaStream_t st);
-int ncclReduceScatter(const void *s, void *r, size_t n, int type, int op, ncclComm_t c, cudaStream_t st);
-int ncclSend(const void *s, size_t n, int type, int peer, ncclComm_t c, cudaStream_t st);
-int ncclRecv(void *r, size_t n, int type, int peer, ncclComm_t c, cudaStream_t st);
-int ncclCommDestroy(ncclComm_t comm);
-int ncclCommAbort(ncclComm_t comm);
-const char *ncclGetErrorString(int result);
+class UniqueId(ctypes.Structure):
+    """ncclUniqueId: 128 opaque bytes, passed by value to ncclCommInitRank."""
+    _fields_ = [("internal", ctypes.c_char * 128)]
 
-int cudaSetDevice(int device);
-int cudaGetDeviceCount(int *count);
-int cudaMalloc(void **p, size_t size);
-int cudaFree(void *p);
-int cudaMemset(void *p, int value, size_t size);
-int cudaMemcpy(void *dst, const void *src, size_t size, int kind);
-int cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags);
-int cudaStreamSynchronize(cudaStream_t s);
-int cudaStreamDestroy(cudaStream_t s);
-const char *cudaGetErrorString(int error);
-"""
+
+_P = c_void_p  # a handle (ncclComm_t, cudaStream_t) or a device pointer
+_OUT = POINTER(c_void_p)  # where the library writes one
+_COUNT, _TYPE, _OP, _RANK = c_size_t, c_int, c_int, c_int
+
+# name: (result type, argument types)
+NCCL = {
+    "ncclGetVersion": (c_int, (POINTER(c_int),)),
+    "ncclGetUniqueId": (c_int, (POINTER(UniqueId),)),
+    "ncclCommInitRank": (c_int, (_OUT, c_int, UniqueId, c_int)),
+    "ncclGroupStart": (c_int, ()),
+    "ncclGroupEnd": (c_int, ()),
+    "ncclAllReduce": (c_int, (_P, _P, _COUNT, _TYPE, _OP, _P, _P)),
+    "ncclBroadcast": (c_int, (_P, _P, _COUNT, _TYPE, _RANK, _P, _P)),
+    "ncclReduce": (c_int, (_P, _P, _COUNT, _TYPE, _OP, _RANK, _P, _P)),
+    "ncclAllGather": (c_int, (_P, _P, _COUNT, _TYPE, _P, _P)),
+    "ncclReduceScatter": (c_int, (_P, _P, _COUNT, _TYPE, _OP, _P, _P)),
+    "ncclSend": (c_int, (_P, _COUNT, _TYPE, _RANK, _P, _P)),
+    "ncclRecv": (c_int, (_P, _COUNT, _TYPE, _RANK, _P, _P)),
+    "ncclCommDestroy": (c_int, (_P,)),
+    "ncclCommAbort": (c_int, (_P,)),
+    "ncclGetErrorString": (c_char_p, (c_int,)),
+}
+CUDART = {
+    "cudaSetDevice": (c_int, (c_int,)),
+    "cudaGetDeviceCount": (c_int, (POINTER(c_int),)),
+    "cudaMalloc": (c_int, (_OUT, c_size_t)),
+    "cudaFree": (c_int, (_P,)),
+    "cudaMemset": (c_int, (_P, c_int, c_size_t)),
+    "cudaMemcpy": (c_int, (_P, _P, c_size_t, c_int)),
+    "cudaStreamCreateWithFlags": (c_int, (_OUT, c_uint)),
+    "cudaStreamSynchronize": (c_int, (_P,)),
+    "cudaStreamDestroy": (c_int, (_P,)),
+    "cudaGetErrorString": (c_char_p, (c_int,)),
+}
 
 NCCL_FLOAT32 = 7
 NCCL_SUM, NCCL_MAX, NCCL_MIN = 0, 2, 3  # ncclRedOp_t
@@ -56,33 +69,37 @@ class ProbeError(NcclsimError):
     pass
 
 
-@dataclass
-class Libraries:
-    ffi: FFI
-    nccl: Any
-    cuda: Any
+class Libraries(NamedTuple):
+    nccl: Any  # ctypes.CDLL with NCCL's functions declared
+    cuda: Any  # the same for the CUDA runtime
 
     def nccl_check(self, result: int, what: str) -> None:
         if result != 0:
-            text = self.ffi.string(self.nccl.ncclGetErrorString(result)).decode()
+            text = (self.nccl.ncclGetErrorString(result) or b"?").decode()
             raise ProbeError(f"{what} failed: NCCL error {result} ({text})")
 
     def cuda_check(self, result: int, what: str) -> None:
         if result != 0:
-            text = self.ffi.string(self.cuda.cudaGetErrorString(result)).decode()
+            text = (self.cuda.cudaGetErrorString(result) or b"?").decode()
             raise ProbeError(f"{what} failed: CUDA error {result} ({text})")
 
     def nccl_version(self) -> str:
-        v = self.ffi.new("int *")
+        v = c_int()
         self.nccl_check(self.nccl.ncclGetVersion(v), "ncclGetVersion")
-        return f"{v[0] // 10000}.{v[0] % 10000 // 100}.{v[0] % 100}"
+        return f"{v.value // 10000}.{v.value % 10000 // 100}.{v.value % 100}"
+
+
+def _declared(soname: str, functions: dict[str, tuple[Any, tuple[Any, ...]]]) -> ctypes.CDLL:
+    lib = ctypes.CDLL(soname)
+    for name, (result, arguments) in functions.items():
+        fn = getattr(lib, name)
+        fn.restype, fn.argtypes = result, arguments
+    return lib
 
 
 def load(nccl: str = "libnccl.so.2", cudart: str = "libcudart.so.12") -> Libraries:
-    ffi = FFI()
-    ffi.cdef(CDEF)
     try:
-        return Libraries(ffi, ffi.dlopen(nccl), ffi.dlopen(cudart))
-    except OSError as e:
+        return Libraries(_declared(nccl, NCCL), _declared(cudart, CUDART))
+    except (OSError, AttributeError) as e:
         raise ProbeError(f"cannot load NCCL or the CUDA runtime ({e}); run under `ncclsim launch` "
                          "or after `eval \"$(ncclsim env)\"`") from e

@@ -6,26 +6,29 @@ import argparse
 import json
 import os
 import sys
-import traceback
 from pathlib import Path
-from typing import Any, Mapping, Optional, TextIO
+from typing import TYPE_CHECKING, Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
-from ncclsim.nccl import wheels
-from ncclsim.platform.env import SimOptions, launched_gpus_per_process, simulation_env, without_payload
-from ncclsim.platform.models import GpuCatalog
+from ncclsim.platform.rank_env import launched_gpus_per_process, without_payload
 from ncclsim.probe.bindings import load
 from ncclsim.probe.check import REDUCTIONS
 from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, run
 from ncclsim.sizes import parse_size
+
+if TYPE_CHECKING:
+    from ncclsim.platform.models import GpuCatalog
+
+# The probe starts once per rank of a launch (hundreds at a time): it imports
+# what a rank needs, and what only running it alone needs when it does.
 
 under_mpi = launched_by_mpi
 
 SCHEMA_VERSION = 1
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any, catalog: Optional[GpuCatalog]) -> None:
     add_command(sub, "probe", "run the built-in NCCL workload (alone or under MPI)",
                 "Initialise NCCL over the GPUs of this process (or of every MPI process), run the chosen "
                 'operations, destroy. Run it on the simulated platform (`eval "$(ncclsim env)"`).',
@@ -33,11 +36,14 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
 
 
 def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
-              catalog: GpuCatalog) -> int:
+              catalog: Optional[GpuCatalog]) -> int:
     if "NCCLSIM_PLATFORM" not in environ and not under_mpi(environ):
         # Not on a simulated host yet: run on the default one (as `ncclsim env` sets it up).
+        from ncclsim.nccl import wheels
+        from ncclsim.platform.env import SimOptions, simulation_env
+        from ncclsim.platform.models import load_models
         sim = simulation_env(SimOptions(), environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir,
-                             catalog)
+                             catalog or load_models())
         child = {k: v for k, v in environ.items() if k not in sim.unset}
         child.update(sim.variables)
         os.execve(sys.executable, [sys.executable, "-m", "ncclsim.probe", *argv_of(args)], child)
@@ -119,6 +125,7 @@ def execute(args: argparse.Namespace) -> int:
         return 1
     except Exception:
         if world.size > 1:  # a defect of the probe: its traceback, then the run ends
+            import traceback
             traceback.print_exc()
             world.abort(1)
         raise

@@ -8,25 +8,24 @@ of its (simulated) host.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from ncclsim.meminfo import meminfo, room
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
-                                    NCCL_FLOAT32, Libraries, ProbeError)
+                                    NCCL_FLOAT32, Libraries, ProbeError, UniqueId)
 
 OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
               "alltoall")
 
 
-@dataclass(frozen=True)
-class ProbeOptions:
+class ProbeOptions(NamedTuple):
     operations: tuple[str, ...] = ()  # empty: initialise and destroy only
     sizes: tuple[int, ...] = (8, 1 << 20)
     gpus_per_process: int = 0  # 0: every GPU the process sees when alone, else mpi_gpus_per_process
@@ -42,8 +41,7 @@ class ProbeOptions:
     min_free: int = 0
 
 
-@dataclass
-class OpResult:
+class OpResult(NamedTuple):
     operation: str
     size: int
     seconds: float
@@ -54,16 +52,15 @@ class OpResult:
     cpu_seconds: float = 0.0
 
 
-@dataclass
 class ProbeResult:
-    nccl_version: str
-    nranks: int
-    processes: int
-    hosts: int
-    init_seconds: float
-    destroy_seconds: float = 0.0
-    operations: list[OpResult] = field(default_factory=list)
-    left_out: list[int] = field(default_factory=list)  # sizes --min-free left out
+    """What rank 0 reports; the run fills in its operations and destroy time."""
+
+    def __init__(self, nccl_version: str, nranks: int, processes: int, hosts: int, init_seconds: float) -> None:
+        self.nccl_version, self.nranks, self.processes, self.hosts = nccl_version, nranks, processes, hosts
+        self.init_seconds = init_seconds
+        self.destroy_seconds = 0.0
+        self.operations: list[OpResult] = []
+        self.left_out: list[int] = []  # sizes --min-free left out
 
     def to_json(self) -> dict[str, Any]:
         return {"nccl_version": self.nccl_version, "nranks": self.nranks,
@@ -118,11 +115,8 @@ class Rank:
 
     def __init__(self, libs: Libraries, device: int, rank: int, nbytes: int) -> None:
         self.libs, self.device, self.rank = libs, device, rank
-        ffi = libs.ffi
-        self.comm = ffi.new("ncclComm_t *")
-        self.stream = ffi.new("cudaStream_t *")
-        self.send = ffi.new("void **")
-        self.recv = ffi.new("void **")
+        self.comm, self.stream = ctypes.c_void_p(), ctypes.c_void_p()
+        self.send, self.recv = ctypes.c_void_p(), ctypes.c_void_p()
         self.nbytes = nbytes
         self.use()
         libs.cuda_check(libs.cuda.cudaStreamCreateWithFlags(self.stream, CUDA_STREAM_NON_BLOCKING),
@@ -136,32 +130,32 @@ class Rank:
 
     def sync(self) -> None:
         self.use()
-        self.libs.cuda_check(self.libs.cuda.cudaStreamSynchronize(self.stream[0]),
+        self.libs.cuda_check(self.libs.cuda.cudaStreamSynchronize(self.stream),
                              f"cudaStreamSynchronize on GPU {self.device}")
 
     def fill_send(self, data: bytes) -> None:
         self.use()
-        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(self.send[0], data, len(data), CUDA_MEMCPY_H2D),
+        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(self.send, data, len(data), CUDA_MEMCPY_H2D),
                              f"cudaMemcpy to GPU {self.device}")
 
     def clear_recv(self) -> None:
         self.use()
-        self.libs.cuda_check(self.libs.cuda.cudaMemset(self.recv[0], 0, self.nbytes),
+        self.libs.cuda_check(self.libs.cuda.cudaMemset(self.recv, 0, self.nbytes),
                              f"cudaMemset on GPU {self.device}")
 
     def copy_out(self, size: int) -> bytes:
         self.use()
-        out = self.libs.ffi.new("char[]", size)
-        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(out, self.recv[0], size, CUDA_MEMCPY_D2H),
+        out = ctypes.create_string_buffer(size)
+        self.libs.cuda_check(self.libs.cuda.cudaMemcpy(out, self.recv, size, CUDA_MEMCPY_D2H),
                              f"cudaMemcpy from GPU {self.device}")
-        return bytes(self.libs.ffi.buffer(out, size))
+        return out.raw
 
     def free(self) -> None:
         self.use()
         for buf in (self.send, self.recv):
-            if buf[0] != self.libs.ffi.NULL:
-                self.libs.cuda.cudaFree(buf[0])
-        self.libs.cuda.cudaStreamDestroy(self.stream[0])
+            if buf.value:
+                self.libs.cuda.cudaFree(buf)
+        self.libs.cuda.cudaStreamDestroy(self.stream)
 
 
 def _elements(size: int) -> int:
@@ -182,9 +176,9 @@ def _issuer(op: str, r: Rank, size: int, nranks: int, redop: str) -> Callable[[]
     """What enqueues one operation of `size` bytes (nccl-tests' convention) on
     rank r, its arguments worked out once: the timed loop calls it back to
     back, and the probe's own time per call is part of what it measures."""
-    nccl, ffi = r.libs.nccl, r.libs.ffi
+    nccl = r.libs.nccl
     count, red = _elements(size), check.REDUCTIONS[redop]
-    c, s, snd, rcv = r.comm[0], r.stream[0], r.send[0], r.recv[0]
+    c, s, snd, rcv = r.comm.value, r.stream.value, r.send.value or 0, r.recv.value or 0
     calls: list[Callable[[], int]]
     if op == "allreduce":
         calls = [partial(nccl.ncclAllReduce, snd, rcv, count, NCCL_FLOAT32, red, c, s)]
@@ -204,8 +198,8 @@ def _issuer(op: str, r: Rank, size: int, nranks: int, redop: str) -> Callable[[]
         calls = []
         for peer in range(nranks):
             off = peer * per * 4
-            calls += [partial(nccl.ncclSend, ffi.cast("char *", snd) + off, per, NCCL_FLOAT32, peer, c, s),
-                      partial(nccl.ncclRecv, ffi.cast("char *", rcv) + off, per, NCCL_FLOAT32, peer, c, s)]
+            calls += [partial(nccl.ncclSend, snd + off, per, NCCL_FLOAT32, peer, c, s),
+                      partial(nccl.ncclRecv, rcv + off, per, NCCL_FLOAT32, peer, c, s)]
     else:
         raise ProbeError(f"unknown operation {op!r}: choose from {', '.join(OPERATIONS)}")
 
@@ -297,27 +291,26 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
     local = [i for i, k in enumerate(keys) if k == keys[world.rank]]
     local_rank = local.index(world.rank)
 
-    visible = libs.ffi.new("int *")
+    visible = ctypes.c_int()
     libs.cuda_check(libs.cuda.cudaGetDeviceCount(visible), "cudaGetDeviceCount")
-    gpp = opts.gpus_per_process or (visible[0] if world.size == 1 else opts.mpi_gpus_per_process)
+    gpp = opts.gpus_per_process or (visible.value if world.size == 1 else opts.mpi_gpus_per_process)
     first = local_rank * gpp
-    if first + gpp > visible[0]:
+    if first + gpp > visible.value:
         raise ProbeError(f"process {world.rank} needs GPUs {first}..{first + gpp - 1} of its host, "
-                         f"which has {visible[0]}")
+                         f"which has {visible.value}")
 
     nranks = world.size * gpp
-    uid = libs.ffi.new("ncclUniqueId *")
+    uid = UniqueId()
     if world.rank == 0:
         libs.nccl_check(libs.nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-    raw = world.bcast(bytes(libs.ffi.buffer(uid)) if world.rank == 0 else None)
-    libs.ffi.memmove(uid, raw, len(raw))
+    uid = UniqueId.from_buffer_copy(world.bcast(bytes(uid) if world.rank == 0 else None))
 
     # Room for every operation's output (alltoall rounds its blocks up).
     nbytes = (_elements(max(opts.sizes)) + nranks) * 4 if opts.operations else 0
     ranks = [Rank(libs, first + i, world.rank * gpp + i, nbytes) for i in range(gpp)]
     t0 = time.perf_counter()
     def init(r: Rank) -> None:
-        libs.nccl_check(libs.nccl.ncclCommInitRank(r.comm, nranks, uid[0], r.rank),
+        libs.nccl_check(libs.nccl.ncclCommInitRank(r.comm, nranks, uid, r.rank),
                         f"ncclCommInitRank (rank {r.rank})")
     _grouped(libs, [(r, partial(init, r)) for r in ranks], "init")
     result = ProbeResult(libs.nccl_version(), nranks, world.size, len(hosts), time.perf_counter() - t0)
@@ -330,13 +323,13 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
         # (they would run unmapped code); a failed run aborts its communicators.
         for r in ranks:
             r.use()
-            libs.nccl.ncclCommAbort(r.comm[0])
+            libs.nccl.ncclCommAbort(r.comm)
         raise
 
     t = time.perf_counter()
     for r in ranks:
         r.use()
-        libs.nccl_check(libs.nccl.ncclCommDestroy(r.comm[0]), f"ncclCommDestroy (rank {r.rank})")
+        libs.nccl_check(libs.nccl.ncclCommDestroy(r.comm), f"ncclCommDestroy (rank {r.rank})")
         r.free()
     result.destroy_seconds = time.perf_counter() - t
     log(f"destroyed {len(ranks)} communicator(s) in {result.destroy_seconds:.2f} s")

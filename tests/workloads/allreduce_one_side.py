@@ -8,6 +8,7 @@ emulated kernel must stop, its stream complete, and both ranks exit 0."""
 
 from __future__ import annotations
 
+import ctypes
 import sys
 import time
 
@@ -17,16 +18,16 @@ from ncclsim.probe.bindings import NCCL_FLOAT32, NCCL_SUM
 
 world = nccl_world()
 libs, rank, comm = world.libs, world.rank, world.comm
-ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
-buf = ffi.new("void **")
+nccl, cuda = libs.nccl, libs.cuda
+buf = ctypes.c_void_p()
 libs.cuda_check(cuda.cudaMalloc(buf, 1024), "cudaMalloc")
 abort = sys.argv[1:] == ["abort"]
 if rank == 0:
-    libs.nccl_check(nccl.ncclAllReduce(buf[0], buf[0], 256, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
+    libs.nccl_check(nccl.ncclAllReduce(buf, buf, 256, NCCL_FLOAT32, NCCL_SUM, comm, None),
                     "ncclAllReduce")
     if abort:
         time.sleep(2)
-        libs.nccl_check(nccl.ncclCommAbort(comm[0]), "ncclCommAbort")
-    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")  # without abort: never
+        libs.nccl_check(nccl.ncclCommAbort(comm), "ncclCommAbort")
+    libs.cuda_check(cuda.cudaStreamSynchronize(None), "cudaStreamSynchronize")  # without abort: never
     print("rank 0: the aborted collective's stream completed", flush=True)
 time.sleep(4 if abort else 600)

@@ -6,6 +6,7 @@ waking again for nothing costs a switch each) and checks the sum."""
 
 from __future__ import annotations
 
+import ctypes
 import struct
 import time
 
@@ -18,19 +19,19 @@ LATE = 1.0  # seconds
 
 
 libs, world, rank, nranks, comm = nccl_world()
-ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
-buf = ffi.new("void **")
+nccl, cuda = libs.nccl, libs.cuda
+buf = ctypes.c_void_p()
 libs.cuda_check(cuda.cudaMalloc(buf, 4), "cudaMalloc")
 
 
 def allreduce(value: float) -> float:
-    libs.cuda_check(cuda.cudaMemcpy(buf[0], struct.pack("<f", value), 4, CUDA_MEMCPY_H2D), "cudaMemcpy")
-    libs.nccl_check(nccl.ncclAllReduce(buf[0], buf[0], 1, NCCL_FLOAT32, NCCL_SUM, comm[0], ffi.NULL),
+    libs.cuda_check(cuda.cudaMemcpy(buf, struct.pack("<f", value), 4, CUDA_MEMCPY_H2D), "cudaMemcpy")
+    libs.nccl_check(nccl.ncclAllReduce(buf, buf, 1, NCCL_FLOAT32, NCCL_SUM, comm, None),
                     "ncclAllReduce")
-    libs.cuda_check(cuda.cudaStreamSynchronize(ffi.NULL), "cudaStreamSynchronize")
-    host = ffi.new("char[4]")
-    libs.cuda_check(cuda.cudaMemcpy(host, buf[0], 4, CUDA_MEMCPY_D2H), "cudaMemcpy")
-    return struct.unpack("<f", bytes(ffi.buffer(host)))[0]
+    libs.cuda_check(cuda.cudaStreamSynchronize(None), "cudaStreamSynchronize")
+    host = ctypes.create_string_buffer(4)
+    libs.cuda_check(cuda.cudaMemcpy(host, buf, 4, CUDA_MEMCPY_D2H), "cudaMemcpy")
+    return struct.unpack("<f", host.raw)[0]
 
 
 want = float(nranks * (nranks + 1) // 2)
@@ -44,6 +45,6 @@ got = allreduce(float(rank + 1))
 waited, switches = time.monotonic() - start, threads_total("ncclsim stream", "voluntary_ctxt_switches") - before
 if got != want:
     raise SystemExit(f"rank {rank}: the late AllReduce gave {got}, not {want}")
-libs.nccl_check(nccl.ncclCommDestroy(comm[0]), "ncclCommDestroy")
+libs.nccl_check(nccl.ncclCommDestroy(comm), "ncclCommDestroy")
 if rank == 0:
     print(f"waited {waited:.2f} s for a peer {LATE} s late; stream workers switched {switches} times", flush=True)

@@ -5,34 +5,34 @@ the ranks of its host."""
 
 from __future__ import annotations
 
+import ctypes
 import socket
 from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from ncclsim.probe.bindings import load
+from ncclsim.probe.bindings import UniqueId, load
 
 
 class World(NamedTuple):
-    libs: Any  # ncclsim.probe.bindings: ffi, nccl, cuda and their checks
+    libs: Any  # ncclsim.probe.bindings.Libraries: nccl, cuda and their checks
     mpi: Any  # MPI.COMM_WORLD
     rank: int
     nranks: int
-    comm: Any  # ncclComm_t *, initialised over every rank
+    comm: ctypes.c_void_p  # ncclComm_t, initialised over every rank
 
 
 def nccl_world() -> World:
     libs = load()
-    ffi, nccl, cuda = libs.ffi, libs.nccl, libs.cuda
+    nccl, cuda = libs.nccl, libs.cuda
     world = MPI.COMM_WORLD
     rank, nranks = world.Get_rank(), world.Get_size()
-    uid = ffi.new("ncclUniqueId *")
+    uid = UniqueId()
     if rank == 0:
         libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-    raw = world.bcast(bytes(ffi.buffer(uid)) if rank == 0 else None, root=0)
-    ffi.memmove(uid, raw, len(raw))
+    uid = UniqueId.from_buffer_copy(world.bcast(bytes(uid) if rank == 0 else None, root=0))
     hosts = world.allgather(socket.gethostname())
     libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")
-    comm = ffi.new("ncclComm_t *")
-    libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid[0], rank), "ncclCommInitRank")
+    comm = ctypes.c_void_p()
+    libs.nccl_check(nccl.ncclCommInitRank(comm, nranks, uid, rank), "ncclCommInitRank")
     return World(libs, world, rank, nranks, comm)
