@@ -11,7 +11,7 @@ NVLink routes, as NCCL counts a GPU's NVLinks to its NVSwitches together.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Sequence
 
 import networkx as nx
 
@@ -36,7 +36,15 @@ def bottleneck_gbps(g: nx.Graph, nodes: tuple[str, ...]) -> Optional[float]:
     return None if not bws or any(bw is None for bw in bws) else min(bws)
 
 
-def best_path(g: nx.Graph, src: str, dst: str) -> TopoPath:
+def widths(g: nx.Graph) -> list[float]:
+    """Every known bandwidth of g's links, widest first."""
+    return sorted({bw for _, _, bw in g.edges(data="bandwidth_gbps") if bw is not None}, reverse=True)
+
+
+def best_path(g: nx.Graph, src: str, dst: str, thresholds: Optional[Sequence[float]] = None) -> TopoPath:
+    """thresholds: widths(g), from a caller asking for many paths of one graph
+    (any set holding the bandwidths of the links src and dst may use finds the
+    same path: a width no such link has joins what the next wider one joins)."""
     for node in (src, dst):
         if node not in g:
             raise TopologyGraphError(f"{node}: no such node in the topology")
@@ -45,8 +53,7 @@ def best_path(g: nx.Graph, src: str, dst: str) -> TopoPath:
                             else set())
     view = nx.subgraph_view(
         g, filter_node=lambda n: n in (src, dst) or g.nodes[n]["kind"] not in barred)
-    known = sorted({bw for _, _, bw in view.edges(data="bandwidth_gbps") if bw is not None},
-                   reverse=True)
+    known = widths(view) if thresholds is None else thresholds
     # Widest first: the largest threshold at which src and dst are still joined.
     for threshold in [*known, None]:
         sub = view if threshold is None else nx.subgraph_view(
@@ -89,7 +96,8 @@ def nic_paths(g: nx.Graph, gpu: str, part: Optional[nx.Graph] = None) -> list[To
     for every GPU takes time growing with the square of the number of hosts)."""
     _check_kind(g, gpu, "gpu")
     local = host_part(g, g.nodes[gpu]["host"]) if part is None else part
-    paths = [best_path(local, gpu, nic) for nic in nodes_of(local, "nic")]
+    thresholds = widths(local)
+    paths = [best_path(local, gpu, nic, thresholds) for nic in nodes_of(local, "nic")]
     return sorted(paths, key=lambda p: (-(p.bottleneck_gbps or 0.0), p.hops))
 
 
