@@ -88,6 +88,8 @@ def _field(body: str, name: str, value: str = r"(\d+)") -> Optional[str]:
 
 
 def parse_init(body: str) -> Optional[InitLine]:
+    if "Init " not in body:  # asked of every line, twice: the search is unanchored
+        return None
     m = _INIT.search(body)
     if not m:
         return None
