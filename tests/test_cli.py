@@ -27,13 +27,18 @@ def test_the_table_names_what_each_module_registers(catalog: GpuCatalog) -> None
     assert _commands(build_parser(catalog, ["nosuch"])) == every  # argparse lists them in its error
 
 
-def test_a_command_line_imports_only_its_command() -> None:
+def _loaded_by_help(command: str) -> set[str]:
+    """The modules a fresh interpreter holds after `ncclsim COMMAND --help`."""
     code = ("import json, sys\nfrom ncclsim.cli import main\n"
-            "try:\n    main(['clean', '--help'])\nexcept SystemExit:\n    pass\n"
-            "print(json.dumps([m for m in sys.modules if m.startswith('ncclsim.') and m.endswith('cli')]))")
+            f"try:\n    main([{command!r}, '--help'])\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps(sorted(sys.modules)))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0 and "usage: ncclsim clean" in proc.stdout, proc.stderr
-    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
+    assert proc.returncode == 0 and f"usage: ncclsim {command}" in proc.stdout, proc.stderr
+    return set(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def test_a_command_line_imports_only_its_command() -> None:
+    loaded = _loaded_by_help("clean")
     assert "ncclsim.launch.clean_cli" in loaded, loaded
     assert not {"ncclsim.sweep.cli", "ncclsim.topology.cli", "ncclsim.launch.cli"} & loaded, loaded
 
@@ -42,14 +47,8 @@ def test_the_probe_imports_only_what_a_rank_needs() -> None:
     """`ncclsim probe` starts once per rank of a launch: a rank's start must
     not import the GPU catalog, the platform's set-up, the NCCL wheels or a
     C parser (each costs every rank, hundreds at a time)."""
-    code = ("import json, sys\nfrom ncclsim.cli import main\n"
-            "try:\n    main(['probe', '--help'])\nexcept SystemExit:\n    pass\n"
-            "import ncclsim.probe.workload\n"
-            "print(json.dumps(sorted(sys.modules)))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0 and "usage: ncclsim probe" in proc.stdout, proc.stderr
-    loaded = set(json.loads(proc.stdout.strip().splitlines()[-1]))
-    assert "ncclsim.probe.bindings" in loaded, loaded
+    loaded = _loaded_by_help("probe")
+    assert {"ncclsim.probe.bindings", "ncclsim.probe.workload"} <= loaded, loaded
     heavy = {"ncclsim.platform.models", "ncclsim.platform.env", "ncclsim.nccl.wheels", "cffi", "pycparser",
              "dataclasses"}
     assert not heavy & loaded, heavy & loaded
