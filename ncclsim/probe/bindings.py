@@ -2,8 +2,8 @@
 
 The libraries are loaded by soname, so the environment (LD_LIBRARY_PATH, as
 `ncclsim env` and `ncclsim launch` set it) decides which NCCL runs. ctypes,
-not a C parser: the probe starts once per rank of a launch, and parsing
-declarations cost more than everything else the probe imports.
+not a C parser reading declarations at every start: the probe starts once
+per rank of a launch, hundreds at a time.
 
 Handles and device pointers are `ctypes.c_void_p`: passed where the C side
 takes a pointer to one (an output), ctypes passes its address; passed where
