@@ -1,5 +1,5 @@
-"""The probe's ctypes bindings (ncclsim/probe/bindings.py): loaded against the
-simulated CUDA runtime and a real NCCL, and what a user sees when a library
+"""The probe's ctypes bindings (ncclsim/probe/bindings.py): loaded against
+NVIDIA's CUDA runtime and a real NCCL, and what a user sees when a library
 is missing or is not the one declared."""
 
 from __future__ import annotations
