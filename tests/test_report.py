@@ -560,6 +560,31 @@ def test_parse_misc_lines():
                                                                             "0001:18:00.0")
 
 
+def test_each_line_is_one_kind() -> None:
+    """parse_body gives each body the one parser that reads it, whether the parser is
+    asked by the line's first word or of every line, and None for other lines."""
+    kinds = {
+        "NCCL version 2.30.7+cuda12.9": (pl.parse_version, "2.30.7+cuda12.9"),
+        "comm 0x5 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0":
+            (pl.parse_comm, pl.CommLine("0x5", 3, 16, 2, 8, 3)),
+        "Channel 00/0 : 9[1] -> 0[0] [receive] via NET/Socket/0":
+            (pl.parse_connection, pl.ConnLine(0, 0, 9, 0, "NET/Socket/0", "receive")),
+        "Channel 00/02 :  0  7  6": (pl.parse_ring_order, pl.RingOrder(0, 2, (0, 7, 6))),
+        "Ring 03 : 4 -> 5 -> 6": (pl.parse_ring_link, pl.RingLink(3, 4, 5, 6)),
+        "Trees [0] 1/-1/-1->0->-1": (pl.parse_trees, [pl.TreeLink(0, 0, -1, (1,))]),
+        "2 coll channels, 2 p2p channels, 2 p2p channels per peer": (pl.parse_channel_counts, {"coll": 2, "p2p": 2}),
+        "NVLS Head  1:  2 10": (pl.parse_nvls_head, (1, (2, 10))),
+        "8 Bytes -> Algo 1 proto 0 time 5.2": (pl.parse_tuning, pl.TuningLine(None, 8, "RING", "LL", None)),
+        "Best tuning, algorithm, RING, protocol, LL": (pl.parse_best_tuning, ("RING", "LL")),
+    }
+    for body, kind in kinds.items():
+        assert pl.parse_body(body) == kind, body
+    init = pl.parse_body("ncclCommInitRank comm 0x7 rank 1 nranks 2 cudaDev 1 busId 19000 commId 0x9 - Init COMPLETE")
+    assert init is not None and init[0] is pl.parse_init and (init[1].rank, init[1].stage) == (1, "COMPLETE")
+    for other in ("", "Trees", "Channel 00 bandwidth", "Allocated 4 bytes", "NVLS enabled"):
+        assert pl.parse_body(other) is None, other
+
+
 def test_rank0_ring_line_cut_by_nccl_still_agrees() -> None:
     """NCCL prints rank 0's ring in at most 128 characters: with 64 ranks the
     Channel line holds the ring's first ranks only, which must agree, and a

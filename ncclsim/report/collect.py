@@ -14,13 +14,14 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ncclsim.report import parse_log as pl
 
 ERROR_LEVELS = ("WARN", "ERROR", "ABORT")
 
 DevKey = tuple[str, int, Optional[int]]  # hostname, pid, device
+_PendingCalls = dict[tuple[str, int, int], pl.CallLine]  # per thread: the call `Best tuning` is about
 
 
 @dataclass(frozen=True)
@@ -100,12 +101,12 @@ class _Handle:
 class _Attribution:
     """Which communicator/rank each line of one log belongs to."""
 
-    def __init__(self, lines: list[tuple[int, pl.LogLine]]) -> None:
+    def __init__(self, lines: list[tuple[int, pl.LogLine]], kinds: list[Optional[tuple[pl.Parser, Any]]]) -> None:
         switches: dict[DevKey, tuple[list[int], list[int]]] = {}  # positions, handle numbers
         self._handles: list[_Handle] = []
         current: dict[tuple[str, int, str], int] = {}  # (host, pid, comm pointer) -> handle
-        for index, (_, line) in enumerate(lines):
-            handle = self._announced(line, current)
+        for index, ((_, line), kind) in enumerate(zip(lines, kinds)):
+            handle = self._announced(line, kind, current) if kind is not None else None
             if handle is not None:
                 pos, hs = switches.setdefault((line.host, line.pid, line.dev), ([], []))
                 pos.append(index)
@@ -126,22 +127,21 @@ class _Attribution:
             h = current[key] = len(self._handles) - 1
         return h
 
-    def _announced(self, line: pl.LogLine, current: dict[tuple[str, int, str], int]) -> Optional[int]:
+    def _announced(self, line: pl.LogLine, kind: tuple[pl.Parser, Any],
+                   current: dict[tuple[str, int, str], int]) -> Optional[int]:
         """The handle of the communicator a line announces, if it does."""
-        init = pl.parse_init(line.body)
-        if init is not None:
-            h = self._handle(current, (line.host, line.pid, init.comm), init.rank, init.nranks,
-                             fresh=init.stage == "START")
+        parser, value = kind
+        if parser is pl.parse_init:
+            h = self._handle(current, (line.host, line.pid, value.comm), value.rank, value.nranks,
+                             fresh=value.stage == "START")
             handle = self._handles[h]
-            handle.comm_id = handle.comm_id or init.comm_id
-            handle.complete = handle.complete or init.stage == "COMPLETE"
+            handle.comm_id = handle.comm_id or value.comm_id
+            handle.complete = handle.complete or value.stage == "COMPLETE"
             return h
-        comm = pl.parse_comm(line.body)
-        if comm is not None:
-            return self._handle(current, (line.host, line.pid, comm.comm), comm.rank, comm.nranks, fresh=False)
-        call = pl.parse_call(line.body)
-        if call is not None and call.comm is not None:
-            return current.get((line.host, line.pid, call.comm))
+        if parser is pl.parse_comm:
+            return self._handle(current, (line.host, line.pid, value.comm), value.rank, value.nranks, fresh=False)
+        if parser is pl.parse_call and value.comm is not None:
+            return current.get((line.host, line.pid, value.comm))
         return None
 
     def identity(self, index: int, line: pl.LogLine) -> Optional[CommIdentity]:
@@ -170,13 +170,14 @@ def collect(logs: Iterable[tuple[str, list[tuple[int, pl.LogLine]]]]) -> Collect
 
 
 def _collect_file(lines: list[tuple[int, pl.LogLine]], name: str, out: Collected) -> None:
-    attribution = _Attribution(lines)
+    kinds = [pl.parse_body(line.body) for _, line in lines]
+    attribution = _Attribution(lines, kinds)
     processes: dict[tuple[str, int], _Process] = {}
-    pending_call: dict[tuple[str, int, int], pl.CallLine] = {}  # per thread: the call `Best tuning` is about
+    pending_call: _PendingCalls = {}
     touched: dict[int, RankRecord] = {}
-    for index, (lineno, line) in enumerate(lines):
+    for index, ((lineno, line), kind) in enumerate(zip(lines, kinds)):
         proc = processes.setdefault((line.host, line.pid), _Process())
-        if _process_line(line.body, proc):
+        if kind is not None and _process_line(kind, proc):
             continue
         ident = attribution.identity(index, line)
         if line.level in ERROR_LEVELS:
@@ -188,7 +189,8 @@ def _collect_file(lines: list[tuple[int, pl.LogLine]], name: str, out: Collected
         if record is None:
             continue
         touched[id(record)] = record
-        _rank_line(line, record, pending_call)
+        if kind is not None:
+            _rank_line(kind, line, record, pending_call)
     out.versions += [p.nccl_version for p in processes.values() if p.nccl_version]
     for record in touched.values():
         proc = processes.get((record.hostname, record.pid), _Process())
@@ -196,16 +198,15 @@ def _collect_file(lines: list[tuple[int, pl.LogLine]], name: str, out: Collected
         record.nccl_version = record.nccl_version or proc.nccl_version
 
 
-def _process_line(body: str, proc: _Process) -> bool:
-    version = pl.parse_version(body)
-    if version is not None:
-        proc.nccl_version = version
-        return True
-    host_id = pl.parse_hostid(body)
-    if host_id is not None:
-        proc.host_id = host_id
-        return True
-    return False
+def _process_line(kind: tuple[pl.Parser, Any], proc: _Process) -> bool:
+    parser, value = kind
+    if parser is pl.parse_version:
+        proc.nccl_version = value
+    elif parser is pl.parse_hostid:
+        proc.host_id = value
+    else:
+        return False
+    return True
 
 
 def _record(out: Collected, ident: CommIdentity, name: str, line: pl.LogLine) -> Optional[RankRecord]:
@@ -225,46 +226,46 @@ def _record(out: Collected, ident: CommIdentity, name: str, line: pl.LogLine) ->
     return record
 
 
-def _rank_line(line: pl.LogLine, rec: RankRecord,
-               pending_call: dict[tuple[str, int, int], pl.CallLine]) -> None:
-    body = line.body
-    if (init := pl.parse_init(body)) is not None:
-        rec.device = init.cuda_dev if init.cuda_dev is not None else rec.device
-        rec.nvml_dev = init.nvml_dev if init.nvml_dev is not None else rec.nvml_dev
-        rec.busid = init.busid or rec.busid
-        rec.init_complete = rec.init_complete or init.stage == "COMPLETE"
-    elif (comm := pl.parse_comm(body)) is not None:
-        rec.nnodes, rec.local_ranks, rec.local_rank = comm.nnodes, comm.local_ranks, comm.local_rank
-    elif (conn := pl.parse_connection(body)) is not None:
-        rec.connections.append(conn)
-    elif (order := pl.parse_ring_order(body)) is not None:
-        rec.ring_orders[order.channel] = order
-    elif (link := pl.parse_ring_link(body)) is not None:
-        rec.ring_links[link.channel] = link
-    elif trees := pl.parse_trees(body):
-        rec.trees.update((t.channel, t) for t in trees)
-    elif (tree := pl.parse_tree_line(body)) is not None:
-        rec.tree_lines[tree.channel] = tree
-    elif (counts := pl.parse_channel_counts(body)) is not None:
-        rec.channel_counts = counts
-    elif (devices := pl.parse_collnet_devices(body)) is not None:
-        rec.collnet_devices = devices if rec.collnet_devices is None else min(devices, rec.collnet_devices)
-    elif (nvls := pl.parse_nvls_support(body)) is not None:
-        rec.nvls_supported = nvls
-    elif (nvls_comm := pl.parse_nvls_comm(body)) is not None:
-        rec.nvls_head = nvls_comm
-    elif (head := pl.parse_nvls_head(body)) is not None:
-        rec.nvls_heads[head[0]] = head[1]
-    elif (graph := pl.parse_graph_line(body)) is not None:
-        rec.graph_lines.append(graph)
-    elif (tuning := pl.parse_tuning(body)) is not None:
-        call = pending_call.get((line.host, line.pid, line.tid))
-        if tuning.collective is None and call is not None:
-            tuning = dataclasses.replace(tuning, collective=call.collective)
-        rec.tuning.append(tuning)
-    elif (call := pl.parse_call(body)) is not None:
-        pending_call[(line.host, line.pid, line.tid)] = call
-    elif (best := pl.parse_best_tuning(body)) is not None:
-        call = pending_call.pop((line.host, line.pid, line.tid), None)
+def _rank_line(kind: tuple[pl.Parser, Any], line: pl.LogLine, rec: RankRecord, calls: _PendingCalls) -> None:
+    """What one line adds to its rank's record, by its kind (parse_log.parse_body)."""
+    parser, value = kind
+    if parser is pl.parse_init:
+        rec.device = value.cuda_dev if value.cuda_dev is not None else rec.device
+        rec.nvml_dev = value.nvml_dev if value.nvml_dev is not None else rec.nvml_dev
+        rec.busid = value.busid or rec.busid
+        rec.init_complete = rec.init_complete or value.stage == "COMPLETE"
+    elif parser is pl.parse_comm:
+        rec.nnodes, rec.local_ranks, rec.local_rank = value.nnodes, value.local_ranks, value.local_rank
+    elif parser is pl.parse_connection:
+        rec.connections.append(value)
+    elif parser is pl.parse_ring_order:
+        rec.ring_orders[value.channel] = value
+    elif parser is pl.parse_ring_link:
+        rec.ring_links[value.channel] = value
+    elif parser is pl.parse_trees:
+        rec.trees.update((t.channel, t) for t in value)
+    elif parser is pl.parse_tree_line:
+        rec.tree_lines[value.channel] = value
+    elif parser is pl.parse_channel_counts:
+        rec.channel_counts = value
+    elif parser is pl.parse_collnet_devices:
+        rec.collnet_devices = value if rec.collnet_devices is None else min(value, rec.collnet_devices)
+    elif parser is pl.parse_nvls_support:
+        rec.nvls_supported = value
+    elif parser is pl.parse_nvls_comm:
+        rec.nvls_head = value
+    elif parser is pl.parse_nvls_head:
+        rec.nvls_heads[value[0]] = value[1]
+    elif parser is pl.parse_graph_line:
+        rec.graph_lines.append(value)
+    elif parser is pl.parse_tuning:
+        call = calls.get((line.host, line.pid, line.tid))
+        if value.collective is None and call is not None:
+            value = dataclasses.replace(value, collective=call.collective)
+        rec.tuning.append(value)
+    elif parser is pl.parse_call:
+        calls[(line.host, line.pid, line.tid)] = value
+    elif parser is pl.parse_best_tuning:
+        call = calls.pop((line.host, line.pid, line.tid), None)
         if call is not None:
-            rec.best_tuning.append((call.collective, call.nbytes, best[0], best[1]))
+            rec.best_tuning.append((call.collective, call.nbytes, value[0], value[1]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Callable, Optional
 
 # `[time] host:pid:tid [dev] file.cc:123 (func) NCCL WARN msg` (2.2x+ warnings)
 # or `host:pid:tid [dev] NCCL INFO msg`.
@@ -18,6 +18,7 @@ _PREFIX = re.compile(
     r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+)\s+\[(?P<dev>[^\]]*)\]\s+"
     r"(?:(?P<src>\S+:\d+)\s+(?:\((?P<func>[^)]*)\)\s+)?)?"
     r"NCCL\s+(?P<level>[A-Z]+)\b\s?(?P<body>.*)$")
+_DEVICE = re.compile(r"-?\d+")
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def parse_line(line: str) -> Optional[LogLine]:
         return None
     dev = m["dev"].strip()
     return LogLine(host=m["host"], pid=int(m["pid"]), tid=int(m["tid"]),
-                   dev=int(dev) if re.fullmatch(r"-?\d+", dev) else None,
+                   dev=int(dev) if _DEVICE.fullmatch(dev) else None,
                    level=m["level"], body=m["body"].strip(), source=m["src"], timestamp=m["ts"])
 
 
@@ -88,7 +89,7 @@ def _field(body: str, name: str, value: str = r"(\d+)") -> Optional[str]:
 
 
 def parse_init(body: str) -> Optional[InitLine]:
-    if "Init " not in body:  # asked of every line, twice: the search is unanchored
+    if "Init " not in body:  # asked of every line: the search is unanchored
         return None
     m = _INIT.search(body)
     if not m:
@@ -403,3 +404,46 @@ def parse_best_tuning(body: str) -> Optional[tuple[str, str]]:
     """`Best tuning, algorithm, RING, protocol, LL` (2.2x+, every rank, after the call line)."""
     m = _BEST.match(body)
     return (_named(m[1], ALGORITHMS), _named(m[2], PROTOCOLS)) if m else None
+
+
+# --- every parser, in the order a line is asked ------------------------------
+
+Parser = Callable[[str], Any]
+
+# (the line's first words it can match, or None for any; the parser). A parser
+# whose pattern is anchored is asked only of lines starting with its word, so a
+# line costs a few tests rather than one per kind; the order decides ties.
+_PARSERS: tuple[tuple[Optional[tuple[str, ...]], Parser], ...] = (
+    (("NCCL",), parse_version),
+    (("NCCL_HOSTID",), parse_hostid),
+    (None, parse_init),
+    (("comm",), parse_comm),
+    (("Channel", "Ring", "Coll", "CollNet"), parse_connection),
+    (("Channel",), parse_ring_order),
+    (("Ring",), parse_ring_link),
+    (("Trees",), parse_trees),
+    (("Tree",), parse_tree_line),
+    (None, parse_channel_counts),
+    (("Rank", "Local"), parse_collnet_devices),
+    (("NVLS",), parse_nvls_support),
+    (("NVLS",), parse_nvls_comm),
+    (("NVLS",), parse_nvls_head),
+    (("Pattern",), parse_graph_line),
+    (None, parse_tuning),  # `AllReduce: 8 Bytes ..` or `8 Bytes ..`
+    (None, parse_call),
+    (("Best",), parse_best_tuning),
+)
+_ANY_WORD = tuple(parser for words, parser in _PARSERS if words is None)
+_BY_WORD = {word: tuple(parser for words, parser in _PARSERS if words is None or word in words)
+            for words, _ in _PARSERS for word in words or ()}
+
+
+def parse_body(body: str) -> Optional[tuple[Parser, Any]]:
+    """The one kind a line's body is, as (its parser, what the parser read), or None.
+    Every reader of a log asks this once per line and dispatches on the parser."""
+    first = body.split(None, 1)
+    for parser in _BY_WORD.get(first[0], _ANY_WORD) if first else _ANY_WORD:
+        value = parser(body)
+        if value is not None and value != []:  # parse_trees answers [] for other lines
+            return parser, value
+    return None
