@@ -57,10 +57,14 @@ def _commands(argv: Optional[Sequence[str]]) -> list[Command]:
 def build_parser(catalog: Optional[GpuCatalog], argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
     """The parser of every command, or only of the one `argv` names (catalog:
     None only when that command takes none)."""
+    return _parser(catalog, _commands(argv))
+
+
+def _parser(catalog: Optional[GpuCatalog], commands: Sequence[Command]) -> argparse.ArgumentParser:
     parser = _Parser(prog="ncclsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in _commands(argv):
+    for command in commands:
         register = importlib.import_module(command.module).register
         if command.actions:
             register(sub, catalog, actions=tuple(importlib.import_module(a) for a in command.actions))
@@ -73,11 +77,12 @@ def main(argv: Optional[list[str]] = None, environ: Optional[Mapping[str, str]] 
          out: Optional[TextIO] = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
+        commands = _commands(argv)
         catalog = None
-        if any(c.catalog for c in _commands(argv)):
+        if any(c.catalog for c in commands):
             from ncclsim.platform.models import load_models
             catalog = load_models()
-        args = build_parser(catalog, argv).parse_args(argv)
+        args = _parser(catalog, commands).parse_args(argv)
         return int(args.func(args, os.environ if environ is None else environ,
                              out or sys.stdout, catalog))
     except (NcclsimError, OSError) as e:

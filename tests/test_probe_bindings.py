@@ -36,3 +36,7 @@ def test_every_declared_function_is_nccls_or_the_runtimes(nccl_build) -> None:
     assert isinstance(text, bytes) and text
     uid = bindings.UniqueId()
     assert ctypes.sizeof(uid) == 128
+    shared: list[bytes] = []
+    made = libs.shared_unique_id(True, lambda raw: shared.append(raw) or raw)  # the root's share hands on its bytes
+    assert len(shared[0]) == 128 and bytes(made) == shared[0] and any(shared[0])
+    assert bytes(libs.shared_unique_id(False, lambda raw: shared[0])) == shared[0]  # a non-root takes what it is handed

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_uint, c_void_p
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, Optional
 
 from ncclsim import NcclsimError
 
@@ -82,6 +82,14 @@ class Libraries(NamedTuple):
         if result != 0:
             text = (self.cuda.cudaGetErrorString(result) or b"?").decode()
             raise ProbeError(f"{what} failed: CUDA error {result} ({text})")
+
+    def shared_unique_id(self, root: bool, share: Callable[[Optional[bytes]], bytes]) -> UniqueId:
+        """The communicator's id: made by the root (ncclGetUniqueId), whose bytes
+        `share` hands every process (an MPI broadcast from the root)."""
+        uid = UniqueId()
+        if root:
+            self.nccl_check(self.nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
+        return UniqueId.from_buffer_copy(share(bytes(uid) if root else None))
 
     def nccl_version(self) -> str:
         v = c_int()

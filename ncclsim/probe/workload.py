@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 from ncclsim.meminfo import meminfo, room
 from ncclsim.probe import check
 from ncclsim.probe.bindings import (CUDA_MEMCPY_D2H, CUDA_MEMCPY_H2D, CUDA_STREAM_NON_BLOCKING,
-                                    NCCL_FLOAT32, Libraries, ProbeError, UniqueId)
+                                    NCCL_FLOAT32, Libraries, ProbeError)
 
 OPERATIONS = ("allreduce", "allgather", "broadcast", "reduce", "reducescatter", "sendrecv",
               "alltoall")
@@ -300,10 +300,7 @@ def run(libs: Libraries, opts: ProbeOptions, world: Optional[World] = None,
                          f"which has {visible.value}")
 
     nranks = world.size * gpp
-    uid = UniqueId()
-    if world.rank == 0:
-        libs.nccl_check(libs.nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-    uid = UniqueId.from_buffer_copy(world.bcast(bytes(uid) if world.rank == 0 else None))
+    uid = libs.shared_unique_id(world.rank == 0, world.bcast)
 
     # Room for every operation's output (alltoall rounds its blocks up).
     nbytes = (_elements(max(opts.sizes)) + nranks) * 4 if opts.operations else 0

@@ -11,11 +11,11 @@ from typing import Any, NamedTuple
 
 from mpi4py import MPI
 
-from ncclsim.probe.bindings import UniqueId, load
+from ncclsim.probe.bindings import Libraries, load
 
 
 class World(NamedTuple):
-    libs: Any  # ncclsim.probe.bindings.Libraries: nccl, cuda and their checks
+    libs: Libraries  # nccl, cuda and their checks
     mpi: Any  # MPI.COMM_WORLD
     rank: int
     nranks: int
@@ -27,10 +27,7 @@ def nccl_world() -> World:
     nccl, cuda = libs.nccl, libs.cuda
     world = MPI.COMM_WORLD
     rank, nranks = world.Get_rank(), world.Get_size()
-    uid = UniqueId()
-    if rank == 0:
-        libs.nccl_check(nccl.ncclGetUniqueId(uid), "ncclGetUniqueId")
-    uid = UniqueId.from_buffer_copy(world.bcast(bytes(uid) if rank == 0 else None, root=0))
+    uid = libs.shared_unique_id(rank == 0, world.bcast)  # mpi4py's bcast: from rank 0
     hosts = world.allgather(socket.gethostname())
     libs.cuda_check(cuda.cudaSetDevice(hosts[:rank].count(hosts[rank])), "cudaSetDevice")
     comm = ctypes.c_void_p()
