@@ -9,6 +9,7 @@ left, saying how much was left."""
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Optional
@@ -21,8 +22,24 @@ from ncclsim.meminfo import capacity, meminfo, room
 # available fell by 0.5 GB/s, from 1.3 GB to none in 3 s.
 KEEP_FREE_SHARE = 0.05
 KEEP_FREE_MIN = 1 << 30
-# How often the guard's thread looks (reading /proc/meminfo: ~30 us).
-WATCH_INTERVAL = 0.05
+# How often the guard's thread looks: soon enough that memory in use rising
+# as fast as this machine can fill fresh pages cannot pass the limit in
+# between, at most every WATCH_MIN_INTERVAL and at least every
+# WATCH_MAX_INTERVAL (a look is ~0.13 ms of CPU: at 20 a second, ~1 % of a
+# core taken from the ranks). FILL_RATE_PER_CPU is about three times what
+# one core of a 2-vCPU Xeon VM wrote into fresh anonymous pages (mmap,
+# memset: 1.45 GB/s; 2.6 GB/s with both cores); NCCL's fastest measured
+# rise, 128 x 8 on a 2-vCPU EPYC VM, was 0.66 GB/s (benchmarks/README.md,
+# "Memory at 128 x 8").
+FILL_RATE_PER_CPU = 4e9  # bytes per second
+WATCH_MIN_INTERVAL = 0.05
+WATCH_MAX_INTERVAL = 1.0
+
+
+def next_look(left: int, keep_free: int, cpus: int) -> float:
+    """Seconds until the guard must look again, `left` bytes being available now."""
+    rise = FILL_RATE_PER_CPU * max(cpus, 1)
+    return min(WATCH_MAX_INTERVAL, max(WATCH_MIN_INTERVAL, (left - keep_free) / rise))
 
 
 def default_keep_free(total: int) -> int:
@@ -61,8 +78,9 @@ class MemoryGuard:
         memory runs low: the launcher's main loop (reading every rank's logs)
         can take seconds per pass on a loaded machine, and memory does not wait."""
         def loop() -> None:
-            while not self._done.wait(WATCH_INTERVAL):
-                why = self.check()
+            wait = WATCH_MIN_INTERVAL
+            while not self._done.wait(wait):
+                why, wait = self.look()
                 if why:
                     self.tripped = why
                     stop_run()
@@ -75,13 +93,16 @@ class MemoryGuard:
         if self._thread:
             self._thread.join()
 
-    def check(self) -> Optional[str]:
-        """Why the run must stop now, or None while enough is free."""
+    def look(self) -> tuple[Optional[str], float]:
+        """(why the run must stop now, or None while enough is free; seconds
+        until the next look)."""
         fields = meminfo()
         left = room(fields)
-        if left is None or left >= self.keep_free:
-            return None
+        if left is None:
+            return None, WATCH_MAX_INTERVAL
+        if left >= self.keep_free:
+            return None, next_look(left, self.keep_free, os.cpu_count() or 1)
         swap = f"{_gb(fields['SwapTotal'])} of swap" if fields.get("SwapTotal") else "no swap"
         return (f"this machine is nearly out of memory ({_gb(left)} left of {_gb(fields['MemTotal'])} "
                 f"and {swap}, {_gb(capacity(fields) - left - self.in_use_at_start)} more in use than at "
-                f"the start; --keep-free {_gb(self.keep_free)})")
+                f"the start; --keep-free {_gb(self.keep_free)})"), 0.0
