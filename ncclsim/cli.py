@@ -9,21 +9,15 @@ import argparse
 import importlib
 import os
 import sys
-from typing import TYPE_CHECKING, Mapping, NamedTuple, NoReturn, Optional, Sequence, TextIO
+from typing import Mapping, NamedTuple, NoReturn, Optional, Sequence, TextIO
 
 from ncclsim import NcclsimError, __version__
-
-if TYPE_CHECKING:
-    from ncclsim.platform.models import GpuCatalog
 
 
 class Command(NamedTuple):
     names: tuple[str, ...]  # what it registers
-    module: str  # whose `register(sub, catalog[, actions])` does
+    module: str  # whose `register(sub[, actions])` does
     actions: tuple[str, ...] = ()  # modules adding actions to it, from above its package
-    # Whether it is given the GPU catalog (else None): the probe runs as every
-    # rank of a launch, and reading the catalog's module costs each of them.
-    catalog: bool = True
 
 
 # In the order `ncclsim --help` lists them. A command line imports only its
@@ -31,7 +25,7 @@ class Command(NamedTuple):
 # take to run.
 COMMANDS: tuple[Command, ...] = (
     Command(("env", "info", "platform"), "ncclsim.platform.cli"),
-    Command(("probe",), "ncclsim.probe.cli", catalog=False),
+    Command(("probe",), "ncclsim.probe.cli"),
     Command(("launch",), "ncclsim.launch.cli"),
     Command(("clean",), "ncclsim.launch.clean_cli"),
     Command(("report",), "ncclsim.report.cli"),
@@ -54,22 +48,17 @@ def _commands(argv: Optional[Sequence[str]]) -> list[Command]:
     return [c for c in COMMANDS if named in c.names] or list(COMMANDS)
 
 
-def build_parser(catalog: Optional[GpuCatalog], argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
-    """The parser of every command, or only of the one `argv` names (catalog:
-    None only when that command takes none)."""
-    return _parser(catalog, _commands(argv))
-
-
-def _parser(catalog: Optional[GpuCatalog], commands: Sequence[Command]) -> argparse.ArgumentParser:
+def build_parser(argv: Optional[Sequence[str]] = None) -> argparse.ArgumentParser:
+    """The parser of every command, or only of the one `argv` names."""
     parser = _Parser(prog="ncclsim", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"ncclsim {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for command in commands:
+    for command in _commands(argv):
         register = importlib.import_module(command.module).register
         if command.actions:
-            register(sub, catalog, actions=tuple(importlib.import_module(a) for a in command.actions))
+            register(sub, actions=tuple(importlib.import_module(a) for a in command.actions))
         else:
-            register(sub, catalog)
+            register(sub)
     return parser
 
 
@@ -77,14 +66,8 @@ def main(argv: Optional[list[str]] = None, environ: Optional[Mapping[str, str]] 
          out: Optional[TextIO] = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
-        commands = _commands(argv)
-        catalog = None
-        if any(c.catalog for c in commands):
-            from ncclsim.platform.models import load_models
-            catalog = load_models()
-        args = _parser(catalog, commands).parse_args(argv)
-        return int(args.func(args, os.environ if environ is None else environ,
-                             out or sys.stdout, catalog))
+        args = build_parser(argv).parse_args(argv)
+        return int(args.func(args, os.environ if environ is None else environ, out or sys.stdout))
     except (NcclsimError, OSError) as e:
         print(f"ncclsim: error: {e}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """What the sub-commands share. Each package's `cli` module offers
-`register(sub, catalog)`: it adds its parser, whose `func(args, environ, out,
-catalog)` returns the exit status (ncclsim.cli calls it)."""
+`register(sub)`: it adds its parser, whose `func(args, environ, out)` returns
+the exit status (ncclsim.cli calls it). A command that needs the GPU models
+reads them itself (platform.models.load_models)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 from ncclsim.cli import COMMANDS, build_parser
-from ncclsim.platform.models import GpuCatalog
 
 
 def _commands(parser: argparse.ArgumentParser) -> set[str]:
@@ -16,15 +15,15 @@ def _commands(parser: argparse.ArgumentParser) -> set[str]:
     return set(sub.choices)
 
 
-def test_the_table_names_what_each_module_registers(catalog: GpuCatalog) -> None:
+def test_the_table_names_what_each_module_registers() -> None:
     every = {n for c in COMMANDS for n in c.names}
-    assert _commands(build_parser(catalog)) == every
+    assert _commands(build_parser()) == every
     for command in COMMANDS:
         for name in command.names:
             # a command line names one command: only its module is asked
-            assert _commands(build_parser(catalog, [name, "--help"])) == set(command.names), command.module
-    assert _commands(build_parser(catalog, ["--version"])) == every
-    assert _commands(build_parser(catalog, ["nosuch"])) == every  # argparse lists them in its error
+            assert _commands(build_parser([name, "--help"])) == set(command.names), command.module
+    assert _commands(build_parser(["--version"])) == every
+    assert _commands(build_parser(["nosuch"])) == every  # argparse lists them in its error
 
 
 def _loaded_by_help(command: str) -> set[str]:
@@ -41,6 +40,9 @@ def test_a_command_line_imports_only_its_command() -> None:
     loaded = _loaded_by_help("clean")
     assert "ncclsim.launch.clean_cli" in loaded, loaded
     assert not {"ncclsim.sweep.cli", "ncclsim.topology.cli", "ncclsim.launch.cli"} & loaded, loaded
+    # Only the commands that need the GPU models read them (`env`, `info`, `topo`, a launch's cluster).
+    assert "ncclsim.platform.models" not in loaded, loaded
+    assert "ncclsim.platform.models" in _loaded_by_help("info")
 
 
 def test_the_probe_imports_only_what_a_rank_needs() -> None:

@@ -15,10 +15,9 @@ from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
 from ncclsim.launch import cleanup
-from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import RunDir
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory, "
                                      "temporary files)",
                        description="Stop the processes of runs whose launch is gone (or of the run "
@@ -45,8 +44,7 @@ def orphans(run_dir: Optional[Path]) -> list[int]:
     return found
 
 
-def cmd_clean(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
-              catalog: GpuCatalog) -> int:
+def cmd_clean(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     run_dir = None
     if args.run_dir is not None:
         run = RunDir(args.run_dir.resolve())

@@ -9,17 +9,16 @@ from typing import Any, Optional
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, LaunchError, LaunchOptions
-from ncclsim.platform.models import GpuCatalog
 from ncclsim.sizes import parse_size
 from ncclsim.rundir import TOPO_SPEC
 from ncclsim.topology import topo_option
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
     add_command(sub, "launch", "run a program as ranks of simulated hosts (over MPI)",
                 "Simulate H hosts of G GPUs on this machine and run CMD (default: the built-in probe) as "
                 "their ranks through mpiexec; logs, NCCL's dumps and the report go to the run directory.",
-                add_arguments, lambda args, environ, out, catalog: execute(args))
+                add_arguments, lambda args, environ, out: execute(args))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -4,6 +4,7 @@ and `ncclsim info` (the platform such a process sees)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any, Callable, Mapping, TextIO
@@ -15,12 +16,13 @@ from ncclsim.platform.config import MAX_GPUS, MAX_HOST_INDEX, default_platform, 
 from ncclsim.platform.describe import platform_json, platform_text
 from ncclsim.platform.env import SimOptions, current_platform, run_host_env, simulation_env
 from ncclsim.platform.libraries import Libraries, check_libraries
-from ncclsim.platform.models import GpuCatalog
+from ncclsim.platform.models import GpuCatalog, load_models
 
 SCHEMA_VERSION = 1
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
+    catalog = load_models()  # its models are in the options' help
     env = sub.add_parser("env", help="print the environment of a simulated host",
                          description='Print `export` lines for `eval "$(ncclsim env)"`: '
                                      "any process started afterwards runs on the simulated host.")
@@ -32,7 +34,7 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
                      help="the simulated host --host of this launch's run directory instead "
                           "(--gpus, --model do not apply): tools such as gpustat or nvitop then "
                           "show its GPUs and the ranks running on them")
-    env.set_defaults(func=cmd_env)
+    env.set_defaults(func=functools.partial(cmd_env, catalog=catalog))
 
     info = sub.add_parser("info", aliases=["platform"], help="show the simulated platform",
                           description="Show the simulated host and its GPUs: by default what a "
@@ -41,7 +43,7 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
     _add_platform_options(info, catalog, defaults=False)
     info.add_argument("--platform", type=Path, metavar="FILE",
                       help="show this platform file")
-    info.set_defaults(func=cmd_info)
+    info.set_defaults(func=functools.partial(cmd_info, catalog=catalog))
 
 
 def _model_key(catalog: GpuCatalog) -> Callable[[str], str]:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, TextIO
+from typing import Any, Mapping, Optional, TextIO
 
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
@@ -17,9 +17,6 @@ from ncclsim.probe.check import REDUCTIONS
 from ncclsim.probe.workload import OPERATIONS, ProbeOptions, World, launched_by_mpi, run
 from ncclsim.sizes import parse_size
 
-if TYPE_CHECKING:
-    from ncclsim.platform.models import GpuCatalog
-
 # The probe starts once per rank of a launch (hundreds at a time): it imports
 # what a rank needs, and what only running it alone needs when it does.
 
@@ -28,22 +25,21 @@ under_mpi = launched_by_mpi
 SCHEMA_VERSION = 1
 
 
-def register(sub: Any, catalog: Optional[GpuCatalog]) -> None:
+def register(sub: Any) -> None:
     add_command(sub, "probe", "run the built-in NCCL workload (alone or under MPI)",
                 "Initialise NCCL over the GPUs of this process (or of every MPI process), run the chosen "
                 'operations, destroy. Run it on the simulated platform (`eval "$(ncclsim env)"`).',
                 add_arguments, cmd_probe)
 
 
-def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO,
-              catalog: Optional[GpuCatalog]) -> int:
+def cmd_probe(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     if "NCCLSIM_PLATFORM" not in environ and not under_mpi(environ):
         # Not on a simulated host yet: run on the default one (as `ncclsim env` sets it up).
         from ncclsim.nccl import wheels
         from ncclsim.platform.env import SimOptions, simulation_env
         from ncclsim.platform.models import load_models
         sim = simulation_env(SimOptions(), environ, wheels.default(environ, wheels.announce(sys.stderr)).lib_dir,
-                             catalog or load_models())
+                             load_models())
         child = {k: v for k, v in environ.items() if k not in sim.unset}
         child.update(sim.variables)
         os.execve(sys.executable, [sys.executable, "-m", "ncclsim.probe", *argv_of(args)], child)

@@ -11,15 +11,14 @@ from typing import Any, Optional
 
 from ncclsim import NcclsimError
 from ncclsim.commands import add_command
-from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import RUN_JSON, TIMELINE_JSON
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
     add_command(sub, "report", "summarise a run directory (rings, trees, transports, ...)",
                 f"Read a run directory's NCCL logs and dumps; print what NCCL built and save it as "
                 f"RUN_DIR/{RUN_JSON} (with --clock model, also the ranks' timelines merged as "
-                f"RUN_DIR/{TIMELINE_JSON}).", add_arguments, lambda args, environ, out, catalog: execute(args))
+                f"RUN_DIR/{TIMELINE_JSON}).", add_arguments, lambda args, environ, out: execute(args))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, TextIO
 
-from ncclsim.platform.models import GpuCatalog
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser("diff", help="what changed between two runs or two sweeps",
                        description="Compare two runs (run directories or run.json) or two sweeps "
                                    "(sweep.json or a sweep's directory, point by point): NCCL "
@@ -24,7 +23,7 @@ def register(sub: Any, catalog: GpuCatalog) -> None:
     p.set_defaults(func=cmd_diff)
 
 
-def cmd_diff(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO, catalog: GpuCatalog) -> int:
+def cmd_diff(args: argparse.Namespace, environ: Mapping[str, str], out: TextIO) -> int:
     from ncclsim.report import diff  # the report's reader loads for this command only
     diffs = diff.diff_paths(args.a, args.b)
     if args.json:

@@ -16,7 +16,6 @@ from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
 from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, check_environment
 from ncclsim.nccl import wheels
-from ncclsim.platform.models import GpuCatalog
 from ncclsim.rundir import TOPO_SPEC
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
@@ -27,12 +26,12 @@ from ncclsim.topology import topo_option
 DEFAULT_OUT = Path("ncclsim-sweeps")
 
 
-def register(sub: Any, catalog: GpuCatalog) -> None:
+def register(sub: Any) -> None:
     add_command(sub, "sweep", "run launch over shapes, NCCL releases and settings (for CI)",
                 "Run `ncclsim launch` for every combination of presets, host and GPU counts, NCCL releases "
                 "and settings; print a table (and JSON/CSV) of what NCCL built in each; exit 1 when a run "
                 "fails or an --expect does not hold.",
-                add_arguments, lambda args, environ, out, catalog: execute(args, environ, out))
+                add_arguments, lambda args, environ, out: execute(args, environ, out))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -38,14 +38,14 @@ class TopoCliError(NcclsimError):
 
 # ---- arguments ----
 
-def register(sub: Any, catalog: GpuCatalog, actions: Sequence[Any] = ()) -> None:
+def register(sub: Any, actions: Sequence[Any] = ()) -> None:
     """`ncclsim topo ACTION`. `actions`: modules adding further actions with
     `add_parser(sub)` (`render`, which also draws runs and so lives above the
     report package)."""
     add_command(sub, "topo", "generate, validate, import and draw topologies (presets, NCCL XML)",
                 "Cluster topologies as files: per-host NCCL topology XML and platform files from a preset, "
                 "their validation, specs imported from real machines, and pictures.",
-                lambda p: add_arguments(p, actions), lambda args, environ, out, catalog: execute(args, out, catalog))
+                lambda p: add_arguments(p, actions), lambda args, environ, out: execute(args, out))
 
 
 def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> None:
@@ -95,8 +95,8 @@ def add_arguments(p: argparse.ArgumentParser, actions: Sequence[Any] = ()) -> No
     import_cli.add_parser(sub)  # `topo import`: a spec from NCCL XML or nvidia-smi topo -m
 
 
-def execute(args: argparse.Namespace, out: TextIO, catalog: Optional[GpuCatalog] = None) -> int:
-    return int(args.topo_run(args, out, catalog or load_models()))
+def execute(args: argparse.Namespace, out: TextIO) -> int:
+    return int(args.topo_run(args, out, load_models()))
 
 
 # ---- output ----
