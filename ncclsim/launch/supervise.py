@@ -21,8 +21,9 @@ from ncclsim.rundir import RunDir
 
 # The main loop looks every POLL seconds while something happens (rank 0
 # writes, a rank initialises) and backs off to IDLE_POLL while nothing does:
-# each look reads every rank's status and /proc entry, at 8 x 8 about 2.5 %
-# of a core at 5 looks a second, taken from the ranks it watches.
+# each look reads every rank's status file and its wrapper's /proc entry,
+# CPU taken from the ranks it watches (benchmarks/README.md, "What watching
+# a run costs the ranks").
 POLL = 0.2
 IDLE_POLL = 1.0
 FAILURE_GRACE = 2.0  # let other ranks report their own failures before stopping them
