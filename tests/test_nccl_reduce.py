@@ -16,6 +16,7 @@ src/enqueue.cc hostToDevRedOp builds:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import random
@@ -125,15 +126,15 @@ class Fmt:
     ieee: bool  # the top exponent holds inf and NaN; e4m3 has only NaN (all ones)
     canon: int  # the NaN an operation returns
 
-    @property
+    @functools.cached_property
     def bias(self) -> int:
         return (1 << (self.ebits - 1)) - 1
 
-    @property
+    @functools.cached_property
     def sign(self) -> int:
         return 1 << (self.ebits + self.mbits)
 
-    @property
+    @functools.cached_property
     def max_bits(self) -> int:
         top = (1 << self.ebits) - 1
         mant = (1 << self.mbits) - 1
@@ -144,6 +145,7 @@ class Fmt:
         assert self.ieee
         return ((1 << self.ebits) - 1) << self.mbits
 
+    @functools.lru_cache(maxsize=None)  # every-pair tests decode each fp8 value 512 times
     def decode(self, bits: int) -> float:
         """The value (exact: every format here fits in a double)."""
         s = -1.0 if bits & self.sign else 1.0
@@ -218,6 +220,11 @@ def fp8_arith(fmt: Fmt, op: str, x: int, y: int) -> int:
     """__nv_fp8(__hadd/__hmul(__half(x), __half(y))): half operation, satfinite conversion."""
     a, b = fmt.decode(x), fmt.decode(y)
     h = F16.encode(exact(op, a, b), zero_sign=(a + b if op == "sum" else a * b))
+    return _fp8_of_half(fmt, h)
+
+
+@functools.lru_cache(maxsize=None)  # many pairs give the same half
+def _fp8_of_half(fmt: Fmt, h: int) -> int:
     return fmt.encode(F16.decode(h), satfinite=True)
 
 
