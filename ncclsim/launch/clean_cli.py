@@ -17,6 +17,7 @@ from ncclsim import NcclsimError
 from ncclsim.launch import cleanup
 from ncclsim.rundir import RunDir
 
+
 def register(sub: Any) -> None:
     p = sub.add_parser("clean", help="remove what a dead launch left behind (processes, shared memory, "
                                      "temporary files)",

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Mapping, TextIO
 
 
-
 def register(sub: Any) -> None:
     p = sub.add_parser("diff", help="what changed between two runs or two sweeps",
                        description="Compare two runs (run directories or run.json) or two sweeps "
