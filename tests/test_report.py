@@ -551,6 +551,7 @@ def test_parse_misc_lines():
     assert pl.parse_tree_line("Tree 1 : 8 -> 0 -> 1/-1/-1") == pl.TreeLink(1, 0, 8, (1,))
     assert pl.parse_trees("Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8") == [
         pl.TreeLink(0, 0, -1, (1, 8)), pl.TreeLink(1, 0, 8, (1,))]
+    assert pl.parse_trees("Tree 1 : 8 -> 0 -> 1/-1/-1") is None and pl.parse_trees("Trees") is None  # no tree in them
     assert pl.busid_text("118000") == "0001:18:00.0"
     assert pl.parse_hostid("NCCL_HOSTID set by environment to ncclsim-h1") == "ncclsim-h1"
     assert pl.parse_nvls_support("NVLS multicast support is not available on dev 0, transport disabled") is False

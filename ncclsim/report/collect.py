@@ -14,7 +14,7 @@ import bisect
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Iterable, Optional
 
 from ncclsim.report import parse_log as pl
 
@@ -101,7 +101,7 @@ class _Handle:
 class _Attribution:
     """Which communicator/rank each line of one log belongs to."""
 
-    def __init__(self, lines: list[tuple[int, pl.LogLine]], kinds: list[Optional[tuple[pl.Parser, Any]]]) -> None:
+    def __init__(self, lines: list[tuple[int, pl.LogLine]], kinds: list[Optional[pl.Kind]]) -> None:
         switches: dict[DevKey, tuple[list[int], list[int]]] = {}  # positions, handle numbers
         self._handles: list[_Handle] = []
         current: dict[tuple[str, int, str], int] = {}  # (host, pid, comm pointer) -> handle
@@ -127,7 +127,7 @@ class _Attribution:
             h = current[key] = len(self._handles) - 1
         return h
 
-    def _announced(self, line: pl.LogLine, kind: tuple[pl.Parser, Any],
+    def _announced(self, line: pl.LogLine, kind: pl.Kind,
                    current: dict[tuple[str, int, str], int]) -> Optional[int]:
         """The handle of the communicator a line announces, if it does."""
         parser, value = kind
@@ -198,7 +198,7 @@ def _collect_file(lines: list[tuple[int, pl.LogLine]], name: str, out: Collected
         record.nccl_version = record.nccl_version or proc.nccl_version
 
 
-def _process_line(kind: tuple[pl.Parser, Any], proc: _Process) -> bool:
+def _process_line(kind: pl.Kind, proc: _Process) -> bool:
     parser, value = kind
     if parser is pl.parse_version:
         proc.nccl_version = value
@@ -226,7 +226,7 @@ def _record(out: Collected, ident: CommIdentity, name: str, line: pl.LogLine) ->
     return record
 
 
-def _rank_line(kind: tuple[pl.Parser, Any], line: pl.LogLine, rec: RankRecord, calls: _PendingCalls) -> None:
+def _rank_line(kind: pl.Kind, line: pl.LogLine, rec: RankRecord, calls: _PendingCalls) -> None:
     """What one line adds to its rank's record, by its kind (parse_log.parse_body)."""
     parser, value = kind
     if parser is pl.parse_init:

@@ -185,12 +185,13 @@ def _children(text: str) -> tuple[int, ...]:
 _TREES_ITEM = re.compile(r"\[(\d+)\]\s*(-?\d+(?:/-?\d+)*)->(\d+)->(-?\d+)")
 
 
-def parse_trees(body: str) -> list[TreeLink]:
-    """`Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`: children -> rank -> parent per channel."""
+def parse_trees(body: str) -> Optional[list[TreeLink]]:
+    """`Trees [0] 1/8/-1->0->-1 [1] 1/-1/-1->0->8`: children -> rank -> parent per channel
+    (None: no tree in the line)."""
     if not body.startswith("Trees"):
-        return []
+        return None
     return [TreeLink(int(c), int(r), int(up), _children(down))
-            for c, down, r, up in _TREES_ITEM.findall(body)]
+            for c, down, r, up in _TREES_ITEM.findall(body)] or None
 
 
 _TREE_LINE = re.compile(r"^Tree (\d+)\s*:\s*(-?\d+)\s*->\s*(\d+)\s*->\s*(-?\d+(?:/-?\d+)*)\s*$")
@@ -408,7 +409,8 @@ def parse_best_tuning(body: str) -> Optional[tuple[str, str]]:
 
 # --- every parser, in the order a line is asked ------------------------------
 
-Parser = Callable[[str], Any]
+Parser = Callable[[str], Any]  # a line's body -> what it read, or None
+Kind = tuple[Parser, Any]  # a line's parser and what it read (parse_body)
 
 # (the line's first words it can match, or None for any; the parser). A parser
 # whose pattern is anchored is asked only of lines starting with its word, so a
@@ -435,15 +437,15 @@ _PARSERS: tuple[tuple[Optional[tuple[str, ...]], Parser], ...] = (
 )
 _ANY_WORD = tuple(parser for words, parser in _PARSERS if words is None)
 _BY_WORD = {word: tuple(parser for words, parser in _PARSERS if words is None or word in words)
-            for words, _ in _PARSERS for word in words or ()}
+            for word in {w for words, _ in _PARSERS for w in words or ()}}
 
 
-def parse_body(body: str) -> Optional[tuple[Parser, Any]]:
+def parse_body(body: str) -> Optional[Kind]:
     """The one kind a line's body is, as (its parser, what the parser read), or None.
     Every reader of a log asks this once per line and dispatches on the parser."""
     first = body.split(None, 1)
     for parser in _BY_WORD.get(first[0], _ANY_WORD) if first else _ANY_WORD:
         value = parser(body)
-        if value is not None and value != []:  # parse_trees answers [] for other lines
+        if value is not None:
             return parser, value
     return None
