@@ -5,18 +5,6 @@
 
 #include "device_link.h"
 
-uint64_t fc_nccl_get(const void *base, fc_nccl_field f)
-{
-    if (f.off < 0 || f.size == 0 || f.size > 8) return 0;
-    uint64_t v = 0;
-    memcpy(&v, (const char *)base + f.off, f.size); /* little-endian, like the GPU */
-    if (f.bits) {
-        v >>= f.bit;
-        if (f.bits < 64) v &= (1ull << f.bits) - 1;
-    }
-    return v;
-}
-
 /* Walks adjacent registered ranges, so a structure that straddles two VMM
  * mappings of one reservation still reads. */
 static bool sim_span(uintptr_t addr, size_t n, void *dst)
