@@ -31,6 +31,11 @@ NCCLSIM_HOST_API void ncclsim_watch_fd(int fd, short events);
  * what its nudges and watched sockets concern. */
 NCCLSIM_HOST_API void ncclsim_thread_device(int dev);
 
+/* A non-blocking receive or accept on fd would have found nothing, and the
+ * caller, having asked poll() instead, skipped it: counted as such a call
+ * is (wait_on_empty.c), so the thread yields or sleeps as it would have. */
+NCCLSIM_HOST_API void ncclsim_found_empty(int fd);
+
 /* Whether a return address lies in NCCL (callers.c). */
 NCCLSIM_HOST_API bool ncclsim_caller_is_nccl(const void *ret);
 

@@ -117,6 +117,14 @@ static void wait_if_empty(int fd, long r)
     errno = e;
 }
 
+EXPORT void ncclsim_found_empty(int fd)
+{
+    int e = errno;
+    errno = EAGAIN;
+    wait_if_empty(fd, -1);
+    errno = e;
+}
+
 EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
     REAL(recv);

@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "host_lib.h"
 #include "net_core.h"
 #include "net_listener.h"
 
@@ -173,34 +175,44 @@ static int has_key(const fcn_listener *s, uint64_t key)
     return 0;
 }
 
-/* Take new connections off the backlog of `lfd` (non-blocking). */
-static ncclResult_t accept_new(fcn_listener *s, int lfd)
+/* Take the next connection off the backlog of `lfd`, which poll() found
+ * readable (non-blocking: it may have gone). */
+static ncclResult_t accept_next(fcn_listener *s, int lfd)
 {
-    for (;;) {
-        if (grow((void **)&s->arrived, &s->arrived_cap, s->narrived + 1, sizeof *s->arrived) < 0)
-            return ncclSystemError;
-        int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED)
-                return ncclSuccess;
-            FCN_WARN("accept: %s", strerror(errno));
-            return ncclSystemError;
-        }
-        if (fcn_tune_socket(fd, lfd == s->fd) < 0) {
-            FCN_WARN("accept: socket options: %s", strerror(errno));
-            close(fd);
-            return ncclSystemError;
-        }
-        s->arrived[s->narrived++] = (fcn_arrival){.fd = fd};
+    if (grow((void **)&s->arrived, &s->arrived_cap, s->narrived + 1, sizeof *s->arrived) < 0) return ncclSystemError;
+    int fd = accept(lfd, NULL, NULL);
+    if (fd < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return ncclSuccess;
+        FCN_WARN("accept: %s", strerror(errno));
+        return ncclSystemError;
     }
+    if (fcn_tune_socket(fd, lfd == s->fd) < 0) {
+        FCN_WARN("accept: socket options: %s", strerror(errno));
+        close(fd);
+        return ncclSystemError;
+    }
+    s->arrived[s->narrived++] = (fcn_arrival){.fd = fd};
+    return ncclSuccess;
 }
 
+/* NCCL asks for a listen comm's connection in a loop until it is there
+ * (16 x 8 hosts: 1.1 million asks for 7,856 connections). An accept()
+ * that finds the backlog empty still makes and frees a socket in the kernel
+ * (an inode and a file, freed through RCU); poll() asks without that. The
+ * host library is told of each socket found empty, as an empty accept()
+ * would have, so that the thread yields or sleeps on it the same way, and
+ * after the lock is let go: a sleep must not hold up the other threads'
+ * listeners. */
 ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd)
 {
     *fd = -1;
+    struct pollfd ask[2] = {{.fd = s->fd, .events = POLLIN}, {.fd = s->local_fd, .events = POLLIN}};
+    nfds_t nask = s->local_fd >= 0 ? 2 : 1;
+    if (poll(ask, nask, 0) < 0) ask[0].revents = ask[1].revents = POLLIN; /* then accept() tells */
     pthread_mutex_lock(&lock);
-    ncclResult_t rc = accept_new(s, s->fd);
-    if (rc == ncclSuccess && s->local_fd >= 0) rc = accept_new(s, s->local_fd);
+    ncclResult_t rc = ncclSuccess;
+    for (nfds_t i = 0; i < nask && rc == ncclSuccess; i++)
+        if (ask[i].revents) rc = accept_next(s, ask[i].fd);
     for (int i = 0; rc == ncclSuccess && i < s->narrived;) {
         fcn_arrival *a = &s->arrived[i];
         if (a->off < sizeof a->hello) {
@@ -231,6 +243,9 @@ ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd)
         break;
     }
     pthread_mutex_unlock(&lock);
+    if (*fd < 0 && rc == ncclSuccess && ncclsim_found_empty)
+        for (nfds_t i = 0; i < nask; i++)
+            if (!ask[i].revents) ncclsim_found_empty(ask[i].fd);
     return rc;
 }
 
