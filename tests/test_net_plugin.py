@@ -17,7 +17,7 @@
 
 This file is also the harness the subprocesses of 1, 2 and 4 run:
 `python test_net_plugin.py props VERSION` / `peer VERSION a|b [device]` / `shared VERSION` /
-`collnet RANK NRANKS`.
+`idle VERSION` / `passes VERSION` / `collnet RANK NRANKS`.
 """
 
 from __future__ import annotations
@@ -460,6 +460,38 @@ def harness_shared(path: str, version: int) -> None:
         say("PORT", "closed")
 
 
+def harness_idle(path: str, version: int) -> None:
+    """A thread asks an empty listen comm for its connection for a second, as
+    NCCL's service thread does while its peers connect: with the host
+    library preloaded it sleeps between asks as on empty accept()s (the
+    plugin asks poll(), not accept(), and reports the sockets it found
+    empty); then a connection made from another thread is accepted."""
+    import threading
+    net = Net(path, version)
+    net.init()
+    lcomm, handle = net.listen(0)
+    asks, start, cpu = 0, time.monotonic(), time.thread_time()
+    while time.monotonic() - start < 1.0:
+        if net.accept(lcomm) is not None:
+            raise RuntimeError("a connection nobody made")
+        asks += 1
+    say("IDLE", f"{(time.thread_time() - cpu) / (time.monotonic() - start):.2f}", asks)
+    sent: list = []
+
+    def connect() -> None:
+        while not sent:
+            comm = net.connect(0, handle)
+            if comm is not None:
+                sent.append(comm)
+
+    threading.Thread(target=connect, daemon=True).start()
+    deadline = time.monotonic() + 60
+    while net.accept(lcomm) is None:
+        if time.monotonic() > deadline:
+            raise RuntimeError("accept did not finish")
+    say("ACCEPTED")
+
+
 def harness_passes(path: str, version: int) -> None:
     """One thread tests receives on two connections in turns (NCCL's proxy
     passes): a message sent after a pass's poll is read in the next pass,
@@ -612,6 +644,8 @@ if __name__ == "__main__":
         harness_props(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "shared":
         harness_shared(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
+    elif sys.argv[1] == "idle":
+        harness_idle(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "passes":
         harness_passes(os.environ["NCCLSIM_NET_PLUGIN_PATH"], int(sys.argv[2]))
     elif sys.argv[1] == "collnet":
@@ -771,6 +805,27 @@ def test_listen_comms_of_a_thread_share_one_port(version: int, harness_env: dict
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.split("\n")[:4] == ["PORTS 1", "ROUTED 1 2 3", "STRANGER closed", "PORT closed"]
+
+
+def test_an_empty_listen_comm_sleeps_its_asker(harness_env: dict[str, str], lib_dir: Path) -> None:
+    """NCCL's service thread asks for a connection in a loop until it comes;
+    the host library makes an asker that finds nothing sleep rather than
+    spin, though the plugin asks poll() rather than accept() (an empty
+    accept() makes and frees a socket in the kernel). Without the preload
+    the loop spins: the same harness takes the whole second of CPU."""
+    from ncclsim.platform.env import HOST_PRELOAD
+    runs = {}
+    for preload in (True, False):
+        env = {**harness_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)} if preload else harness_env
+        proc = subprocess.run([sys.executable, str(HARNESS), "idle", "12"], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        idle, accepted = proc.stdout.split("\n")[:2]
+        assert accepted == "ACCEPTED", proc.stdout
+        word, share, asks = idle.split()
+        runs[preload] = (float(share), int(asks))
+    assert runs[True][0] < 0.3, runs  # yields, then sleeps of 1 to 32 ms
+    assert runs[True][1] < runs[False][1] / 10, runs
 
 
 def test_a_pass_reads_only_connections_its_poll_found_data_on(harness_env: dict[str, str]) -> None:
