@@ -807,6 +807,7 @@ def test_listen_comms_of_a_thread_share_one_port(version: int, harness_env: dict
     assert proc.stdout.split("\n")[:4] == ["PORTS 1", "ROUTED 1 2 3", "STRANGER closed", "PORT closed"]
 
 
+@pytest.mark.e2e  # two seconds of asking
 def test_an_empty_listen_comm_sleeps_its_asker(harness_env: dict[str, str], lib_dir: Path) -> None:
     """NCCL's service thread asks for a connection in a loop until it comes;
     the host library makes an asker that finds nothing sleep rather than
