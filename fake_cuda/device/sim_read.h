@@ -36,6 +36,7 @@ static inline uint64_t fc_nccl_get(const void *base, fc_nccl_field f)
     }
     return v;
 }
+
 /* Copy [addr, addr+n) of simulated memory (device or registered host) to dst;
  * false when any byte lies outside simulated memory. */
 bool fc_nccl_read(uintptr_t addr, void *dst, size_t n);

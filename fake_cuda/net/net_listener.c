@@ -196,15 +196,16 @@ static ncclResult_t accept_next(fcn_listener *s, int lfd)
 }
 
 /* NCCL asks for a listen comm's connection in a loop until it is there
- * (16 x 8 hosts: 1.1 million asks for 7,856 connections). An accept()
- * that finds the backlog empty still makes and frees a socket in the kernel
- * (an inode and a file, freed through RCU); poll() asks without that. The
- * host library is told of each socket found empty (a listening one, or a
- * connection whose hello has not come), as an empty accept() or recv()
- * would have, so that the thread yields or sleeps on it the same way, but
- * after the lock is let go: the lock is every listener's of the process,
- * and a sleep under it held up the other ranks' service threads (a process
- * per host: NCCL connected 16 x 8 in half the time, 32 x 8 in a quarter). */
+ * (16 x 8 with a process per host: 1.1 million asks for 7,856
+ * connections). An accept() that finds the backlog empty still makes and
+ * frees a socket in the kernel (an inode and a file, freed through RCU);
+ * poll() asks without that. The host library is told of each socket found
+ * empty (a listening one, or a connection whose hello has not come), as an
+ * empty accept() or recv() would have, so that the thread yields or sleeps
+ * on it the same way, but after the lock is let go: every listener of the
+ * process shares it, and a sleep under it held up the other ranks' service
+ * threads (with a process per host NCCL now connects 16 x 8 in half the
+ * time, 32 x 8 in a quarter). */
 #define EMPTY_MAX 6 /* the listening sockets and some connections without their hello */
 
 ncclResult_t fcn_listener_take(fcn_listener *s, uint64_t key, int *fd)
