@@ -54,6 +54,7 @@ def _gb(n: int) -> str:
 class MemoryGuard:
     keep_free: int  # bytes; 0: never stop
     in_use_at_start: int  # memory and swap in use when the run started
+    cpus: int = field(default_factory=lambda: os.cpu_count() or 1)  # how fast memory can fill (next_look)
     tripped: Optional[str] = field(default=None, init=False)  # why it stopped the run
     _done: threading.Event = field(default_factory=threading.Event, init=False)
     _thread: Optional[threading.Thread] = field(default=None, init=False)
@@ -101,7 +102,7 @@ class MemoryGuard:
         if left is None:
             return None, WATCH_MAX_INTERVAL
         if left >= self.keep_free:
-            return None, next_look(left, self.keep_free, os.cpu_count() or 1)
+            return None, next_look(left, self.keep_free, self.cpus)
         swap = f"{_gb(fields['SwapTotal'])} of swap" if fields.get("SwapTotal") else "no swap"
         return (f"this machine is nearly out of memory ({_gb(left)} left of {_gb(fields['MemTotal'])} "
                 f"and {swap}, {_gb(capacity(fields) - left - self.in_use_at_start)} more in use than at "
