@@ -6,6 +6,7 @@ memory (a private file mapping, small fills) gets the real memset."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -532,3 +533,156 @@ def test_rank_processes_take_no_transparent_huge_pages(lib_dir: Path, clean_env:
 
     assert disabled({**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD)}) == "1"
     assert disabled(clean_env) == "0"
+
+
+# NCCL's sockets as NCCL uses them (misc/socket.cc, os/linux.cc): a TCP
+# listener bound to an address with port 0, non-blocking connects with
+# TCP_NODELAY, accept, TCP_NODELAY on the accepted socket, 1 MiB one way and
+# a reply the other, then the listener closed. Then a connect to a TCP
+# listener that is not NCCL's (the caller's, at `other_port`). Prints each
+# socket's family, the accepted peer's address, whether the data arrived
+# whole, the connecting socket's flags, the descriptors open before the
+# listen and after the close, and the family of the other connection.
+SOCKETS_C = r"""
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#define N (1 << 20)
+static int fds_open(void) {
+    int n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    while (readdir(d)) n++;
+    closedir(d);
+    return n;
+}
+static int family(int fd) {
+    int f = -1;
+    socklen_t l = sizeof f;
+    getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &f, &l);
+    return f;
+}
+static int connecting(int port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port)};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    int one = 1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) || setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one))
+        return -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (errno != EINPROGRESS) return -1;
+        struct pollfd p = {.fd = fd, .events = POLLOUT};
+        int err = 0;
+        socklen_t l = sizeof err;
+        if (poll(&p, 1, 5000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) || err) return -1;
+    }
+    return fd;
+}
+/* n bytes from fd `from` to fd `to` by one thread: both in turn (a socket holds less than n). */
+static int transfer(int from, int to, const char *out, char *in, int n) {
+    int sent = 0, got = 0;
+    for (int idle = 0; got < n && idle < 5000;) {
+        int s = sent < n ? send(from, out + sent, n - sent, MSG_DONTWAIT | MSG_NOSIGNAL) : 0;
+        int r = recv(to, in + got, n - got, MSG_DONTWAIT);
+        if ((s < 0 && errno != EAGAIN) || r == 0 || (r < 0 && errno != EAGAIN)) return -1;
+        sent += s > 0 ? s : 0;
+        got += r > 0 ? r : 0;
+        if (s <= 0 && r <= 0) { idle++; usleep(1000); } else idle = 0;
+    }
+    return got == n ? 0 : -1;
+}
+static int io(int fd, char *buf, int n, int out) {
+    for (int done = 0; done < n;) {
+        int r = out ? send(fd, buf + done, n - done, MSG_DONTWAIT | MSG_NOSIGNAL) : recv(fd, buf + done, n - done, MSG_DONTWAIT);
+        if (r > 0) done += r;
+        else if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return -1;
+        else { struct pollfd p = {.fd = fd, .events = out ? POLLOUT : POLLIN}; poll(&p, 1, 100); }
+    }
+    return 0;
+}
+int sockets(int other_port) {
+    int before = fds_open(), one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    socklen_t len = sizeof a;
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fcntl(l, F_SETFL, O_NONBLOCK) || bind(l, (struct sockaddr *)&a, sizeof a) || getsockname(l, (struct sockaddr *)&a, &len) ||
+        listen(l, 16384))
+        return 1;
+    int c = connecting(ntohs(a.sin_port));
+    if (c < 0) return 2;
+    struct sockaddr_in6 peer; /* room for any family, as NCCL's address union */
+    socklen_t plen = sizeof peer;
+    int s = -1;
+    for (int i = 0; i < 500 && s < 0; i++) {
+        s = accept(l, (struct sockaddr *)&peer, &plen);
+        if (s < 0) usleep(1000);
+    }
+    if (s < 0 || fcntl(s, F_SETFL, O_NONBLOCK) || setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one)) return 3;
+    char *out = malloc(N), *in = calloc(1, N), reply = 0;
+    for (int i = 0; i < N; i++) out[i] = (char)(i * 7 + 1);
+    if (transfer(c, s, out, in, N) || io(s, "!", 1, 1) || io(c, &reply, 1, 0)) return 4;
+    char host[64] = "?";
+    struct sockaddr_in *p4 = (struct sockaddr_in *)&peer;
+    if (peer.sin6_family == AF_INET) inet_ntop(AF_INET, &p4->sin_addr, host, sizeof host);
+    printf("listener %d connected %d accepted %d peer %d %s:%d whole %d reply %c nonblock %d cloexec %d\n",
+           family(l), family(c), family(s), peer.sin6_family, host, ntohs(p4->sin_port), !memcmp(in, out, N), reply,
+           !!(fcntl(c, F_GETFL) & O_NONBLOCK), !!(fcntl(c, F_GETFD) & FD_CLOEXEC));
+    close(c);
+    close(s);
+    close(l);
+    int after = fds_open();
+    int o = connecting(other_port);
+    if (o < 0 || io(o, &reply, 1, 0)) return 5;
+    printf("fds %d %d other %d %c\n", before, after, family(o), reply);
+    close(o);
+    return fflush(stdout);
+}
+"""
+
+SOCKETS_PY = r"""
+import ctypes, socket, sys, threading
+other = socket.create_server(("127.0.0.1", 0))
+def serve():
+    conn, _ = other.accept()
+    conn.sendall(b"k")
+    conn.close()
+threading.Thread(target=serve, daemon=True).start()
+sys.exit(ctypes.CDLL(sys.argv[1]).sockets(other.getsockname()[1]))
+"""
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["local-sockets", "tcp"])
+def test_nccls_tcp_on_one_machine_goes_over_unix_sockets(lib_dir: Path, clean_env: dict[str, str], tmp_path: Path,
+                                                         local: bool) -> None:
+    """With NCCLSIM_LOCAL_SOCKETS=1 NCCL's TCP listener becomes a Unix socket
+    in its place and NCCL's connects to it follow: the data arrives whole,
+    the connecting socket keeps its flags, TCP_NODELAY is accepted, the
+    accepted peer reads as an address of NCCL's family, closing the listener
+    leaves no descriptor behind, and a listener that is not NCCL's is still
+    reached over TCP. Without the setting everything stays TCP."""
+    src = tmp_path / "sockets.c"
+    src.write_text(SOCKETS_C)
+    lib = tmp_path / "libnccl.so.2"  # the host library knows NCCL by its file name
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", str(src), "-o", str(lib)], check=True)
+    env = {**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD), "NCCLSIM_LOCAL_SOCKETS": "1" if local else "0"}
+    proc = subprocess.run([sys.executable, "-c", SOCKETS_PY, str(lib)], env=env, text=True, capture_output=True,
+                          timeout=30)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr)
+    first, second = proc.stdout.splitlines()
+    inet, unix = str(socket.AF_INET.value), str(socket.AF_UNIX.value)
+    kind = unix if local else inet
+    peer_port = "0" if local else first.split(":")[1].split()[0]  # TCP: the connecting socket's own port
+    assert first.split() == ["listener", kind, "connected", kind, "accepted", kind, "peer", inet, f"127.0.0.1:{peer_port}",
+                             "whole", "1", "reply", "!", "nonblock", "1", "cloexec", "1"], first
+    fds = second.split()
+    assert fds[0] == "fds" and fds[1] == fds[2], second  # the listener's TCP socket closed with it
+    assert fds[3:] == ["other", inet, "k"], second

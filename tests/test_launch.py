@@ -14,8 +14,10 @@ from typing import Optional
 
 import pytest
 
+from ncclsim.launch.environment import LOCAL_SOCKETS, rank_environment
 from ncclsim.meminfo import meminfo, room
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
+from ncclsim.rundir import RunDir
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -548,3 +550,16 @@ def test_each_simulated_host_is_an_mpi_node(run_cli, tmp_path: Path) -> None:
         assert (pet_nnodes, pet_node, pet_nproc, pet_port) == ("3", str(host), "1", port), line
         ports.add(port)
     assert len(ports) == 1 and 1024 <= int(ports.pop()) < 65536
+
+
+@pytest.mark.parametrize("spread, user, want", [(False, None, "1"), (True, None, None), (False, "0", "0")],
+                         ids=["one-machine", "spread", "user-set"])
+def test_nccls_tcp_goes_over_unix_sockets_on_one_machine_only(tmp_path: Path, spread: bool, user: Optional[str],
+                                                              want: Optional[str]) -> None:
+    """The ranks' environment asks the host library for Unix sockets in the
+    place of NCCL's TCP only when every rank runs on this machine (over
+    several, NCCL's peers elsewhere need its TCP listeners); a value the user
+    set wins."""
+    base = {"PATH": os.environ.get("PATH", "")} | ({LOCAL_SOCKETS: user} if user else {})
+    env = rank_environment(base, RunDir(tmp_path), "run", tmp_path, connect_at_init=False, spread=spread)
+    assert env.get(LOCAL_SOCKETS) == want

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -69,5 +70,10 @@ ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, const v
  * would; HOST_LONG_POLL_MS or longer, or without a limit. */
 #define HOST_LONG_POLL_MS 100
 int host_poll_wakeable(int (*real_poll)(struct pollfd *, nfds_t, int), struct pollfd *fds, nfds_t n, int timeout);
+
+/* local_sockets.c: after a connection was accepted on listen_fd into `addr`
+ * of `room` bytes, the peer address NCCL asked for (a Unix socket in the
+ * place of its TCP listener reports the listener's own address). */
+void host_accepted(int listen_fd, struct sockaddr *addr, socklen_t *len, socklen_t room);
 
 #endif

@@ -152,7 +152,9 @@ EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
     REAL(accept);
+    socklen_t room = len ? *len : 0;
     int r = fn_(fd, addr, len);
+    if (r >= 0) host_accepted(fd, addr, len, room);
     wait_if_empty(fd, r);
     return r;
 }
@@ -160,7 +162,9 @@ EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
     REAL(accept4);
+    socklen_t room = len ? *len : 0;
     int r = fn_(fd, addr, len, flags);
+    if (r >= 0) host_accepted(fd, addr, len, room);
     wait_if_empty(fd, r);
     return r;
 }

@@ -12,6 +12,7 @@ from ncclsim.paths import cudart_lib_dir, lib_dir, mpi_lib_dir
 from ncclsim.platform.env import UNSET_VARIABLES, default_settings, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
+LOCAL_SOCKETS = "NCCLSIM_LOCAL_SOCKETS"
 
 # NCCL's log subsystems the report reads: rings/trees (INIT, GRAPH), connections
 # (P2P, SHM, NET), algorithm choices (TUNING), settings (ENV).
@@ -54,6 +55,8 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         env["NCCL_SOCKET_IFNAME"] = interface
     elif not spread:
         env["NCCL_SOCKET_IFNAME"] = "lo"  # ranks on one machine meet on its loopback
+    if not spread and LOCAL_SOCKETS not in base:
+        env[LOCAL_SOCKETS] = "1"  # NCCL's TCP within this machine over Unix sockets (the host library)
     if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))
