@@ -38,7 +38,7 @@
 
 #include "interpose.h"
 
-#define MAX_FD 65536 /* listeners are numbered below this; others stay TCP */
+#define MAX_FD 65536 /* listeners numbered from this on stay TCP */
 #define NAME_PREFIX "ncclsim-tcp:"
 
 typedef union {
@@ -115,7 +115,7 @@ static bool take_place(int u, int fd)
 /* fd's TCP socket listens as a Unix socket (see above); false: it did not. */
 static bool listen_local(int fd, int backlog, int (*real_listen)(int, int))
 {
-    listener *l = calloc(1, sizeof *l);
+    listener *l = fd >= 0 && fd < MAX_FD ? calloc(1, sizeof *l) : NULL;
     if (!l) return false;
     l->len = sizeof l->addr;
     struct sockaddr_un name;
@@ -137,10 +137,6 @@ static bool listen_local(int fd, int backlog, int (*real_listen)(int, int))
         if (l->tcp_fd >= 0) close(l->tcp_fd);
         free(l);
         return false;
-    }
-    if (fd >= MAX_FD) { /* cannot remember it: the TCP socket lives on */
-        free(l);
-        return true;
     }
     pthread_mutex_lock(&lock);
     listener *old = listeners[fd];
