@@ -23,7 +23,10 @@
  *    0) as its peer, an address of the family NCCL asked for;
  *  - NCCL's TCP options on such a socket (TCP_NODELAY: a Unix socket sends
  *    at once anyway) are accepted and ignored.
- * NCCL reads and writes both kinds alike; nothing it decides changes. */
+ * NCCL reads and writes both kinds alike; nothing it decides changes. The
+ * TCP socket beside a listener does not listen: a process of the run
+ * without this library could not reach it (launch preloads it into every
+ * rank), hence the setting's scope of one machine. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
