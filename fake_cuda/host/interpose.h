@@ -71,6 +71,9 @@ ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, const v
 #define HOST_LONG_POLL_MS 100
 int host_poll_wakeable(int (*real_poll)(struct pollfd *, nfds_t, int), struct pollfd *fds, nfds_t n, int timeout);
 
+/* zero_copy.c: whether fd is a stream socket (of any family). */
+bool host_stream_socket(int fd);
+
 /* local_sockets.c: after a connection was accepted on listen_fd into `addr`
  * of `room` bytes, the peer address NCCL asked for (a Unix socket in the
  * place of its TCP listener reports the listener's own address). */

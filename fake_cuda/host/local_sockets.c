@@ -97,13 +97,6 @@ static socklen_t unix_name(const struct sockaddr *a, socklen_t len, struct socka
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static bool stream_socket(int fd)
-{
-    int type;
-    socklen_t len = sizeof type;
-    return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0 && type == SOCK_STREAM;
-}
-
 /* Put Unix socket u in fd's place, with fd's status flags (O_NONBLOCK) and
  * close-on-exec; u is closed either way. */
 static bool take_place(int u, int fd)
@@ -123,7 +116,7 @@ static bool listen_local(int fd, int backlog, int (*real_listen)(int, int))
     l->len = sizeof l->addr;
     struct sockaddr_un name;
     socklen_t name_len;
-    if (getsockname(fd, &l->addr.sa, &l->len) != 0 || !stream_socket(fd) ||
+    if (getsockname(fd, &l->addr.sa, &l->len) != 0 || !host_stream_socket(fd) ||
         !(name_len = unix_name(&l->addr.sa, l->len, &name))) {
         free(l);
         return false;
@@ -169,7 +162,7 @@ EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
     struct sockaddr_un name;
     socklen_t name_len;
     if (!enabled() || !addr || !(host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL) ||
-        !(name_len = unix_name(addr, len, &name)) || !stream_socket(fd))
+        !(name_len = unix_name(addr, len, &name)) || !host_stream_socket(fd))
         return fn_(fd, addr, len);
     int e = errno;
     int status = fcntl(fd, F_GETFL);

@@ -187,7 +187,7 @@ static char *own_scratch(void)
     return scratch = p;
 }
 
-static bool stream_socket(int fd)
+bool host_stream_socket(int fd)
 {
     int type;
     socklen_t len = sizeof type;
@@ -207,7 +207,7 @@ ssize_t host_recv(recv_fn *real, int fd, void *buf, size_t n, int flags, const v
     pages_before(&p, buf, n, page);
     if (!p.span || !any_out(&p)) return real(fd, buf, n, flags);
     bool through = host_caller(caller) & HOST_CALLER_NCCL && !(flags & ~(MSG_DONTWAIT | MSG_NOSIGNAL)) &&
-                   stream_socket(fd);
+                   host_stream_socket(fd);
     char *tmp = through ? own_scratch() : NULL;
     size_t want = tmp && n > SCRATCH_BYTES ? SCRATCH_BYTES : n;
     ssize_t r = real(fd, tmp ? tmp : buf, want, flags);
