@@ -13,7 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "emulation.h"
+#include "emu_state.h"
 #include "tasks.h"
 
 /* Why the decoded launch cannot be emulated (a device function outside the

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "emulation.h"
+#include "emu_state.h"
 #include "int_math.h"
 #include "prims.h"
 

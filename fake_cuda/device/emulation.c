@@ -3,26 +3,16 @@
  * on the stream's worker thread. */
 #include "emulation.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "algorithms.h"
 #include "device_link.h"
+#include "emu_state.h"
 #include "log.h"
 #include "payload.h"
 #include "stand_in.h"
 #include "tasks.h"
 #include "timeline.h"
-
-void fc_emu_fail(fc_emu *e, const char *fmt, ...)
-{
-    if (e->error[0]) return; /* the first failure; later ones follow from it */
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(e->error, sizeof e->error, fmt, ap);
-    va_end(ap);
-}
 
 typedef struct {
     fc_emu *e;

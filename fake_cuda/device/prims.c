@@ -10,7 +10,7 @@
 
 #include "conn_cache.h"
 #include "deliveries.h"
-#include "emulation.h"
+#include "emu_state.h"
 #include "hash_mix.h"
 #include "idle.h"
 #include "int_math.h"

@@ -1,7 +1,7 @@
 /* Modelled time of the primitives' steps (step_time.h). */
 #include "step_time.h"
 
-#include "emulation.h"
+#include "emu_state.h"
 #include "platform.h"
 #include "time_board.h"
 #include "timeline.h"
