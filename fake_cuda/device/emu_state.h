@@ -1,8 +1,8 @@
 /* The state of one launch's emulation (emulation.h), which every flow and
  * algorithm shares: the launch, its NCCL release's layout, NCCL's abort flag,
  * the clock's and payload's modes, and the first failure, after which every
- * flow stops. Apart from emulation.c, which runs the launch, so that the
- * algorithms it runs need not know it. */
+ * flow stops. Kept apart from emulation.c, which runs the launch, so that
+ * the algorithms it runs do not depend on it. */
 #ifndef NCCLSIM_DEVICE_EMU_STATE_H
 #define NCCLSIM_DEVICE_EMU_STATE_H
 
