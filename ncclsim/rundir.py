@@ -247,7 +247,19 @@ class RunDir:
 
 
 def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
-    return base / f"{time.strftime('%Y%m%d-%H%M%S')}-{hosts}x{gpus}"
+    """A new, empty directory under `base` named after the time and the shape,
+    made here so that no other launch takes it: launches of one shape started
+    in the same second get `...-2`, `...-3` and so on."""
+    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{hosts}x{gpus}"
+    base.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = base / (stem if n == 1 else f"{stem}-{n}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def create(path: Path, nranks: int, hosts: int) -> RunDir:

@@ -19,6 +19,7 @@ from typing import Callable, Optional
 import pytest
 
 import ncclsim
+from ncclsim import rundir
 from ncclsim.report.exits import CHECK_NAME, exit_check
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,6 +199,21 @@ def test_exit_check(launch: Optional[dict], status: Optional[int], ok: Optional[
     else:
         assert check is not None and (check.ok, check.detail) == (ok, detail)
 
+
+
+def test_launches_started_in_the_same_second_get_run_directories_of_their_own(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(rundir.time, "strftime", lambda fmt: "20261204-001059")
+    base = tmp_path / "runs"
+    first, second, third = (rundir.default_run_dir(1, 2, base) for _ in range(3))
+    other = rundir.default_run_dir(2, 8, base)
+    assert [p.name for p in (first, second, third, other)] == [
+        "20261204-001059-1x2", "20261204-001059-1x2-2", "20261204-001059-1x2-3", "20261204-001059-2x8"]
+    assert all(p.is_dir() and not any(p.iterdir()) for p in (first, second, third, other))
+    run = rundir.create(second, 2, 1)  # the launch takes the directory made for it
+    assert run.rank(1).directory.is_dir()
+    with pytest.raises(ncclsim.NcclsimError, match="exists and is not empty"):
+        rundir.create(second, 2, 1)  # an explicit --run-dir in use is still refused
 
 def _watchdog_of(run: Path) -> list[int]:
     found = []
