@@ -200,7 +200,6 @@ def test_exit_check(launch: Optional[dict], status: Optional[int], ok: Optional[
         assert check is not None and (check.ok, check.detail) == (ok, detail)
 
 
-
 def test_launches_started_in_the_same_second_get_run_directories_of_their_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rundir.time, "strftime", lambda fmt: "20261204-001059")
@@ -214,6 +213,7 @@ def test_launches_started_in_the_same_second_get_run_directories_of_their_own(
     assert run.rank(1).directory.is_dir()
     with pytest.raises(ncclsim.NcclsimError, match="exists and is not empty"):
         rundir.create(second, 2, 1)  # an explicit --run-dir in use is still refused
+
 
 def _watchdog_of(run: Path) -> list[int]:
     found = []
