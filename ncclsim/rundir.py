@@ -246,11 +246,10 @@ class RunDir:
         return self.launch_json.is_file() or self.run_json.is_file() or self.rank_script.is_file()
 
 
-def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
-    """A new, empty directory under `base` named after the time and the shape,
-    made here so that no other launch takes it: launches of one shape started
-    in the same second get `...-2`, `...-3` and so on."""
-    stem = f"{time.strftime('%Y%m%d-%H%M%S')}-{hosts}x{gpus}"
+def new_dir(base: Path, stem: str) -> Path:
+    """A new, empty directory `base/stem`, made here so that no other process
+    takes it: `stem-2`, `stem-3`, ... when the name is taken (two launches or
+    sweeps named after the same second)."""
     base.mkdir(parents=True, exist_ok=True)
     n = 1
     while True:
@@ -260,6 +259,21 @@ def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
             return path
         except FileExistsError:
             n += 1
+
+
+def remove_if_empty(path: Path) -> None:
+    """Take back a directory new_dir made when nothing was written into it
+    (its base too, when that is empty now)."""
+    for d in (path, path.parent):
+        try:
+            d.rmdir()
+        except OSError:  # not empty, or gone
+            return
+
+
+def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
+    """A new, empty run directory under `base` named after the time and the shape."""
+    return new_dir(base, f"{time.strftime('%Y%m%d-%H%M%S')}-{hosts}x{gpus}")
 
 
 def create(path: Path, nranks: int, hosts: int) -> RunDir:

@@ -79,6 +79,13 @@ def test_bad_input_stops_before_anything_runs(run_cli, tmp_path: Path, args: lis
     assert doc is None and not (tmp_path / "sweep").exists()
 
 
+def test_bad_input_leaves_no_default_sweep_directory(run_cli, tmp_path: Path) -> None:
+    proc = run_cli("sweep", "--hosts", "1,x")  # no --out: a directory under ncclsim-sweeps/ is made, then taken back
+    assert proc.returncode == 2, proc.stderr
+    assert "--hosts: 'x' is not a number" in proc.stderr.strip().splitlines()[-1], proc.stderr
+    assert not (tmp_path / "ncclsim-sweeps").exists(), list((tmp_path / "ncclsim-sweeps").rglob("*"))
+
+
 def test_expectations_and_points_units() -> None:
     e = expect.parse("channels >= 16")
     assert e.violation({"channels": 16}) is None and e.violation({"channels": 8}) == "channels >= 16: channels is 8"

@@ -11,12 +11,11 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, TextIO
 
-from ncclsim import stop_signals
+from ncclsim import rundir, stop_signals
 from ncclsim.cluster.presets import DEFAULT_PRESET, load_preset
 from ncclsim.commands import add_command
 from ncclsim.launch.options import CLOCKS, check_environment
 from ncclsim.nccl import wheels
-from ncclsim.rundir import TOPO_SPEC
 from ncclsim.sweep import expect, matrix, output
 from ncclsim.sweep.metrics import METRICS
 from ncclsim.sweep.runner import Outcome, Stop, run_all
@@ -37,7 +36,7 @@ def register(sub: Any) -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     hosts_are = p.add_mutually_exclusive_group()
     hosts_are.add_argument("--preset", metavar="P1,P2", help=f"cluster presets or spec files (default {DEFAULT_PRESET})")
-    topo_option.add_arguments(hosts_are, f"{TOPO_SPEC} in --out")
+    topo_option.add_arguments(hosts_are, f"{rundir.TOPO_SPEC} in --out")
     topo_option.add_gpu_model(p)
     p.add_argument("--hosts", default="2", metavar="H1,H2", help="simulated hosts (default 2)")
     p.add_argument("--gpus", default="", metavar="G1,G2", help="GPUs per host (default: the preset's)")
@@ -91,8 +90,19 @@ def _fetch_releases(points: list[matrix.Point], err: TextIO) -> None:
 
 def execute(args: argparse.Namespace, environ: Mapping[str, str] = os.environ, out: TextIO = sys.stdout,
             err: TextIO = sys.stderr) -> int:
-    out_dir = args.out or DEFAULT_OUT / time.strftime("%Y%m%d-%H%M%S")
-    spec = out_dir / TOPO_SPEC
+    if args.out:
+        return _execute(args, args.out, environ, out, err)
+    # A directory of its own, named after the time, made before the checks
+    # because the runs' paths name it; taken back if they stop the sweep.
+    out_dir = rundir.new_dir(DEFAULT_OUT, time.strftime("%Y%m%d-%H%M%S"))
+    try:
+        return _execute(args, out_dir, environ, out, err)
+    finally:
+        rundir.remove_if_empty(out_dir)
+
+
+def _execute(args: argparse.Namespace, out_dir: Path, environ: Mapping[str, str], out: TextIO, err: TextIO) -> int:
+    spec = out_dir / rundir.TOPO_SPEC
     topo_option.check(args.topo, args.gpu_model)
     spec_text = topo_option.imported(args.topo, spec, args.gpu_model).text if args.topo else None  # checked before anything is written
     points = _points(args, spec)
