@@ -277,12 +277,28 @@ def default_run_dir(hosts: int, gpus: int, base: Path = DEFAULT_BASE) -> Path:
 
 
 def create(path: Path, nranks: int, hosts: int) -> RunDir:
-    """A fresh run directory; an existing non-empty one is refused (it would mix runs)."""
-    if path.exists() and any(path.iterdir()):
-        raise NcclsimError(f"run directory {path} exists and is not empty: choose another --run-dir")
-    run = RunDir(path.resolve())
+    """A fresh run directory. A directory with anything in it is refused (it
+    would mix runs); so is one another launch claims at the same moment: the
+    claim is making its hosts/, which only one process can win."""
+    taken = NcclsimError(f"run directory {path} exists and is not empty: choose another --run-dir")
+    if path.exists() and not path.is_dir():
+        raise NcclsimError(f"run directory {path} is not a directory: choose another --run-dir")
+    try:
+        if path.exists() and not _is_empty(path):
+            raise taken
+        path.mkdir(parents=True, exist_ok=True)
+        run = RunDir(path.resolve())
+        run.hosts_dir.mkdir()
+    except FileExistsError:
+        raise taken from None
+    except OSError as e:
+        raise NcclsimError(f"cannot make run directory {path}: {e.strerror}") from None
     for h in range(hosts):
         run.host(h).directory.mkdir(parents=True, exist_ok=True)
     for r in range(nranks):
         run.rank(r).directory.mkdir(parents=True, exist_ok=True)
     return run
+
+
+def _is_empty(path: Path) -> bool:
+    return not any(path.iterdir())

@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -215,6 +216,48 @@ def test_launches_started_in_the_same_second_get_run_directories_of_their_own(
         rundir.create(second, 2, 1)  # an explicit --run-dir in use is still refused
     rundir.remove_if_empty(third)  # taken back, as a sweep stopped by its arguments does
     assert not third.exists() and base.is_dir()
+
+
+
+def test_two_launches_given_one_run_directory_at_the_same_moment_do_not_share_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both look before either writes (held together by a barrier): one claims
+    the directory, the other is refused with the message of one in use."""
+    looked = threading.Barrier(2, timeout=10)
+    is_empty = rundir._is_empty
+
+    def look_then_wait(path: Path) -> bool:
+        empty = is_empty(path)
+        looked.wait()
+        return empty
+
+    monkeypatch.setattr(rundir, "_is_empty", look_then_wait)
+    target = tmp_path / "shared-run"
+    target.mkdir()
+    results: list[object] = []
+
+    def launch() -> None:
+        try:
+            results.append(rundir.create(target, 2, 1))
+        except ncclsim.NcclsimError as e:
+            results.append(str(e))
+
+    threads = [threading.Thread(target=launch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(type(r).__name__ for r in results) == ["RunDir", "str"]
+    assert f"run directory {target} exists and is not empty: choose another --run-dir" in results
+
+
+def test_a_run_directory_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    with pytest.raises(ncclsim.NcclsimError, match=f"^run directory {a_file} is not a directory"):
+        rundir.create(a_file, 2, 1)
+    with pytest.raises(ncclsim.NcclsimError, match=f"^cannot make run directory {a_file}/run: Not a directory$"):
+        rundir.create(a_file / "run", 2, 1)
 
 
 def _watchdog_of(run: Path) -> list[int]:
