@@ -1,10 +1,9 @@
 /* Contexts: one primary context per device (retain/release/reset), created
- * contexts, the per-thread current-context stack, and context-local storage
- * used by the runtime through its export table. */
+ * contexts, the entry points of the per-thread current-context stack (kept
+ * in current_context.c), and context-local storage used by the runtime
+ * through its export table. */
 #include <stdlib.h>
-#include <string.h>
 
-#include "idle.h"
 #include "internal.h"
 
 struct fc_ctx_local {
@@ -16,10 +15,6 @@ struct fc_ctx_local {
 static struct CUctx_st primary[FC_MAX_GPUS];
 static unsigned primary_flags[FC_MAX_GPUS];
 static pthread_mutex_t primary_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#define STACK_MAX 64
-static __thread CUcontext ctx_stack[STACK_MAX];
-static __thread int ctx_depth;
 
 static void ctx_init(CUcontext c, CUdevice dev, bool is_primary, unsigned flags)
 {
@@ -54,30 +49,6 @@ static void ctx_clear_locals(CUcontext c)
         free(l);
         l = next;
     }
-}
-
-bool fc_valid_ctx(CUcontext c)
-{
-    if (!c || c->magic != FC_CTX_MAGIC) return false;
-    return !c->primary || atomic_load(&c->refcount) > 0;
-}
-
-CUcontext fc_current_ctx(void) { return ctx_depth > 0 ? ctx_stack[ctx_depth - 1] : NULL; }
-
-/* After every change of this thread's current context: the host library
- * wakes a sleeping NCCL proxy thread only for its own device's work. */
-static void current_changed(void)
-{
-    CUcontext c = fc_current_ctx();
-    fc_thread_device(c ? c->device : -1);
-}
-
-CUresult fc_ctx_current_checked(CUcontext *out)
-{
-    CUcontext c = fc_current_ctx();
-    if (!fc_valid_ctx(c)) return CUDA_ERROR_INVALID_CONTEXT;
-    *out = c;
-    return CUDA_SUCCESS;
 }
 
 CUresult fc_primary_ctx_retain(CUdevice dev, CUcontext *out)
@@ -168,14 +139,7 @@ FC_API CUresult cuCtxSetCurrent(CUcontext ctx)
 {
     REQUIRE_INIT();
     if (ctx && ctx->magic != FC_CTX_MAGIC) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
-    if (ctx_depth == 0) {
-        if (ctx) ctx_stack[ctx_depth++] = ctx;
-    } else if (ctx) {
-        ctx_stack[ctx_depth - 1] = ctx;
-    } else {
-        ctx_depth--;
-    }
-    current_changed();
+    fc_ctx_set_current(ctx);
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", ctx ? ctx->id : 0ull);
 }
 
@@ -191,9 +155,7 @@ FC_API CUresult cuCtxPushCurrent_v2(CUcontext ctx)
 {
     REQUIRE_INIT();
     if (!ctx || ctx->magic != FC_CTX_MAGIC) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
-    if (ctx_depth >= STACK_MAX) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"depth\":%d", ctx_depth);
-    ctx_stack[ctx_depth++] = ctx;
-    current_changed();
+    if (!fc_ctx_push(ctx)) API_RETURN(CUDA_ERROR_INVALID_VALUE, "\"depth\":%d", FC_CTX_STACK_MAX);
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", ctx->id);
 }
 
@@ -202,9 +164,8 @@ FC_API CUresult cuCtxPushCurrent(CUcontext ctx) { return cuCtxPushCurrent_v2(ctx
 FC_API CUresult cuCtxPopCurrent_v2(CUcontext *pctx)
 {
     REQUIRE_INIT();
-    if (ctx_depth == 0) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
-    CUcontext c = ctx_stack[--ctx_depth];
-    current_changed();
+    CUcontext c;
+    if (!fc_ctx_pop(&c)) API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
     if (pctx) *pctx = c;
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", c ? c->id : 0ull);
 }
@@ -221,12 +182,10 @@ static CUresult ctx_create(CUcontext *pctx, unsigned flags, CUdevice dev)
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     ctx_init(c, dev, false, flags);
     atomic_store(&c->refcount, 1);
-    if (ctx_depth >= STACK_MAX) {
+    if (!fc_ctx_push(c)) { /* a new context becomes current */
         free(c);
         return CUDA_ERROR_INVALID_VALUE;
     }
-    ctx_stack[ctx_depth++] = c; /* a new context becomes current */
-    current_changed();
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -266,14 +225,7 @@ FC_API CUresult cuCtxDestroy_v2(CUcontext ctx)
         API_RETURN(CUDA_ERROR_INVALID_CONTEXT, "");
     fc_ctx_synchronize(ctx);
     ctx_clear_locals(ctx);
-    /* Drop it from this thread's stack; other threads must not use it any more. */
-    for (int i = 0; i < ctx_depth; i++)
-        if (ctx_stack[i] == ctx) {
-            memmove(&ctx_stack[i], &ctx_stack[i + 1], (size_t)(ctx_depth - i - 1) * sizeof ctx);
-            ctx_depth--;
-            i--;
-        }
-    current_changed();
+    fc_ctx_forget(ctx); /* other threads must not use it any more */
     unsigned long long id = ctx->id;
     ctx->magic = 0; /* the memory is kept: stale handles fail the magic check */
     API_RETURN(CUDA_SUCCESS, "\"ctx\":%llu", id);

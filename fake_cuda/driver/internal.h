@@ -73,15 +73,23 @@ struct CUctx_st {
 };
 #define FC_CTX_MAGIC 0x63747821u
 
-CUcontext fc_current_ctx(void);           /* NULL when none */
-CUresult fc_ctx_current_checked(CUcontext *out); /* INVALID_CONTEXT when none */
 CUresult fc_primary_ctx_retain(CUdevice dev, CUcontext *out);
-bool fc_valid_ctx(CUcontext c);
+
 /* Context-local storage for the runtime's CONTEXT_LOCAL_STORAGE export table. */
 typedef void (*fc_ctx_local_dtor)(CUcontext, void *key, void *value);
 CUresult fc_ctx_local_put(CUcontext c, void *key, void *value, fc_ctx_local_dtor dtor);
 CUresult fc_ctx_local_remove(CUcontext c, void *key);
 CUresult fc_ctx_local_get(void **value, CUcontext c, void *key);
+
+/* ---- current_context.c: the calling thread's stack of current contexts ---- */
+#define FC_CTX_STACK_MAX 64
+CUcontext fc_current_ctx(void);           /* NULL when none */
+CUresult fc_ctx_current_checked(CUcontext *out); /* INVALID_CONTEXT when none */
+bool fc_valid_ctx(CUcontext c);
+void fc_ctx_set_current(CUcontext ctx);   /* replaces the top; NULL pops it */
+bool fc_ctx_push(CUcontext ctx);          /* false: the stack is full */
+bool fc_ctx_pop(CUcontext *out);          /* false: the stack is empty */
+void fc_ctx_forget(CUcontext ctx);        /* drop a destroyed context from the stack */
 
 /* ---- memory.c: every range of simulated memory, by address (fc_sim_memory_span:
  * device_link.h) ---- */
