@@ -25,21 +25,12 @@
 #ifndef NCCLSIM_COMMON_IDLE_H
 #define NCCLSIM_COMMON_IDLE_H
 
-#include <linux/futex.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "futex_wake.h"
 #include "host_lib.h"
 #include "wake_board.h"
-
-/* Wake every thread sleeping on the 32-bit word at `word` (any process that
- * maps it). */
-static inline void fc_futex_wake(const volatile void *word)
-{
-    syscall(SYS_futex, (void *)word, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
-}
 
 static inline void fc_nudge_proxies(void)
 {

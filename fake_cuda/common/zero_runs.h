@@ -10,7 +10,6 @@
 
 #include <stdbool.h>
 #include <stddef.h>
-#include <string.h>
 #include <sys/mman.h>
 
 /* Zero `bytes` at `run` one way; false: this way cannot (give back only). */
@@ -20,7 +19,8 @@ typedef bool fc_zero_run_fn(char *run, size_t bytes, void *ctx);
 
 /* Zero the `n` pages at page-aligned `at`: each run of pages in memory by
  * `write`, each other run by `give_back`; from a run it refuses on, all by
- * `write`. Residency mincore cannot tell counts as out of memory. */
+ * `write`. Pages whose residency mincore cannot tell count as out of memory
+ * (no memset here: in the host library that would be its own). */
 static inline void fc_zero_runs(char *at, size_t n, size_t page, fc_zero_run_fn *write, fc_zero_run_fn *give_back,
                                 void *ctx)
 {
@@ -28,7 +28,11 @@ static inline void fc_zero_runs(char *at, size_t n, size_t page, fc_zero_run_fn 
     for (size_t first = 0; first < n; first += FC_ZERO_RESIDENCY_PAGES) {
         size_t k = n - first < FC_ZERO_RESIDENCY_PAGES ? n - first : FC_ZERO_RESIDENCY_PAGES;
         char *base = at + first * page;
-        if (mincore(base, k * page, in) != 0) memset(in, 0, k);
+        if (mincore(base, k * page, in) != 0) {
+            if (give_back(base, k * page, ctx)) continue;
+            write(base, (size_t)(at + n * page - base), ctx);
+            return;
+        }
         for (size_t i = 0; i < k;) {
             size_t j = i;
             while (j < k && (in[j] & 1) == (in[i] & 1)) j++;

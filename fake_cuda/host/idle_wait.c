@@ -27,7 +27,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "idle.h"
+#include "futex_wake.h"
+#include "host_lib.h"
 #include "interpose.h"
 #include "platform.h"
 

@@ -76,7 +76,7 @@ bool host_write_zeros(char *run, size_t bytes, void *ctx)
 
 /* `whole`: the size of the fill or copy; `readable`: map the private pages
  * given back to the zero page (not shared ones: a read there would allocate). */
-static bool give_back(char *run, size_t bytes, size_t whole, bool readable)
+static bool release_pages(char *run, size_t bytes, size_t whole, bool readable)
 {
     if (madvise(run, bytes, MADV_REMOVE) == 0) return true;
     if (whole < PUNCH_PRIVATE_MIN || !drop_private(run, bytes)) return false;
@@ -84,11 +84,11 @@ static bool give_back(char *run, size_t bytes, size_t whole, bool readable)
     return true;
 }
 
-bool host_give_back(char *run, size_t bytes, void *ctx) { return give_back(run, bytes, *(const size_t *)ctx, false); }
+bool host_give_back(char *run, size_t bytes, void *ctx) { return release_pages(run, bytes, *(const size_t *)ctx, false); }
 
 bool host_give_back_readable(char *run, size_t bytes, void *ctx)
 {
-    return give_back(run, bytes, *(const size_t *)ctx, true);
+    return release_pages(run, bytes, *(const size_t *)ctx, true);
 }
 
 EXPORT void *memset(void *p, int c, size_t n)
