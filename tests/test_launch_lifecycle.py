@@ -21,6 +21,7 @@ import pytest
 
 import ncclsim
 from ncclsim import rundir
+from ncclsim.launch.supervise import IDLE_POLL, LOOK_SHARE, POLL, next_wait
 from ncclsim.report.exits import CHECK_NAME, exit_check
 
 REPO = Path(__file__).resolve().parents[1]
@@ -372,3 +373,10 @@ def test_a_users_nccl_topo_file_is_refused(run_cli, tmp_path: Path, command: lis
     assert len(lines) == 1 and "NCCL_TOPO_FILE is set (/data/my-box.xml)" in lines[0] \
         and "--topo FILE" in lines[0], proc.stderr
     assert not (tmp_path / "ncclsim-runs").exists() and not (tmp_path / "ncclsim-sweeps").exists()
+
+
+def test_the_launcher_waits_longer_after_a_long_look_at_its_ranks_but_not_past_the_timeout() -> None:
+    assert next_wait(POLL, 0.001, None) == POLL  # a few ranks: the usual poll
+    assert next_wait(POLL, 0.1, None) == pytest.approx(LOOK_SHARE * 0.1)  # 1,024 ranks: watching stays a small share
+    assert next_wait(IDLE_POLL, 0.1, 0.5) == 0.5  # the timeout is still kept
+    assert next_wait(POLL, 0.1, -1.0) == 0.0

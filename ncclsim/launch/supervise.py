@@ -23,9 +23,13 @@ from ncclsim.rundir import RunDir
 # writes, a rank initialises) and backs off to IDLE_POLL while nothing does:
 # each look reads every rank's status file and its wrapper's /proc entry,
 # CPU taken from the ranks it watches (benchmarks/README.md, "What watching
-# a run costs the ranks").
+# a run costs the ranks"). With many ranks a look itself is long (~0.1 s of
+# CPU for 1,024 processes during init): the wait after it is then LOOK_SHARE
+# times as long, so that watching never takes more than about a twentieth of
+# a CPU.
 POLL = 0.2
 IDLE_POLL = 1.0
+LOOK_SHARE = 20
 FAILURE_GRACE = 2.0  # let other ranks report their own failures before stopping them
 TIMEOUT_STATUS = 124  # as timeout(1)
 MEMORY_STATUS = 1  # the memory guard stopped the run
@@ -232,6 +236,14 @@ class _Wrappers:
         return comm.partition(" (")[2] == self.name and rest[:1] != "Z"
 
 
+def next_wait(poll: float, look: float, left: Optional[float]) -> float:
+    """Seconds to wait after a look that took `look` seconds of CPU: `poll`,
+    or LOOK_SHARE times the look when that is longer, never past the
+    timeout `left` seconds away."""
+    wait = max(poll, LOOK_SHARE * look)
+    return max(0.0, min(wait, left)) if left is not None else wait
+
+
 def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str, nranks: int,
               ranks_per_host: int, timeout: float, out: TextIO = sys.stdout,
               err: TextIO = sys.stderr, unit: str = "ranks", guard: Optional[MemoryGuard] = None) -> Outcome:
@@ -258,6 +270,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     with stop_signals.handled_by(stop.handle):
         try:
             while True:
+                look_began = time.thread_time()
                 chunk = rank0.read()
                 if chunk:
                     out.write(chunk.decode(errors="replace"))
@@ -286,7 +299,8 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                     break
                 if guard and guard.tripped:
                     break
-                exit_wait.wait(poll)  # back at once when mpiexec ends
+                left = start + timeout - time.monotonic() if timeout else None
+                exit_wait.wait(next_wait(poll, time.thread_time() - look_began, left))  # back at once when mpiexec ends
         except _Stopped as e:
             err.write(f"ncclsim: stopped by {stop_signals.name(e.signum)}; stopping every rank\n")
         finally:
