@@ -39,10 +39,13 @@ from ncclsim.cluster.build import build_cluster
 SCHEMA_VERSION = 1
 
 
-def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement) -> list[str]:
+def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement, gpus: int) -> list[str]:
     if outcome.memory_low:  # what the ranks did then follows from it: the guard killed them
-        return [f"ncclsim: {outcome.memory_low}: every rank was stopped; README, 'One simulation over several "
-                "machines', says what large shapes need"]
+        fewer = (f"a process per host (--gpus-per-process {gpus}; a program told so too: nccl-tests -g {gpus}) "
+                 f"takes less memory than {placement.processes_per_host}; "
+                 if placement.processes_per_host > 1 else "")
+        return [f"ncclsim: {outcome.memory_low}: every rank was stopped; {fewer}README, 'One simulation over "
+                "several machines', says what large shapes need"]
     lines = []
     # Ranks that ended alike (a bad argument every rank rejects) make one line: the first
     # rank's, naming the others.
@@ -222,7 +225,7 @@ def launch(opts: LaunchOptions, environ: Mapping[str, str] = os.environ, out: Te
     _record(run, opts, cluster.preset, run_id, started, gpus, nranks, mpi_command, command, outcome, machines)
     # the cause first, then what it did to the ranks
     cause = [f"ncclsim: {out_of_memory}"] if out_of_memory and outcome.status else []
-    failure = cause + _describe_failure(run, outcome, placement)
+    failure = cause + _describe_failure(run, outcome, placement, gpus)
     for line in failure + ([cleanup_failed] if cleanup_failed else []):
         err.write(line + "\n")
     _print_report(run, out, err, nranks, failed=bool(failure))
