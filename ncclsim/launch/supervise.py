@@ -17,7 +17,7 @@ from typing import BinaryIO, Optional, TextIO
 from ncclsim import stop_signals
 from ncclsim.launch import cleanup
 from ncclsim.launch.memory_guard import MemoryGuard
-from ncclsim.rundir import RunDir
+from ncclsim.rundir import RunDir, read_small
 
 # The main loop looks every POLL seconds while something happens (rank 0
 # writes, a rank initialises) and backs off to IDLE_POLL while nothing does:
@@ -143,13 +143,19 @@ class _Follower:
 
     def read(self) -> bytes:
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
             return b""
-        self.offset += len(data)
-        return data
+        chunks = []
+        try:
+            while chunk := os.pread(fd, 1 << 20, self.offset):
+                chunks.append(chunk)
+                self.offset += len(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return b"".join(chunks)
 
 
 class _Progress:
@@ -229,10 +235,10 @@ class _Wrappers:
         """`pid` is a wrapper that has not ended: a process named as the script
         (the kernel's comm), not a zombie. Read from /proc/<pid>/stat, which,
         unlike cmdline, does not wait on the process's memory map."""
-        try:
-            comm, _, rest = Path(f"/proc/{pid}/stat").read_text().partition(") ")
-        except OSError:
+        stat = read_small(f"/proc/{pid}/stat")
+        if stat is None:
             return False
+        comm, _, rest = stat.partition(") ")
         return comm.partition(" (")[2] == self.name and rest[:1] != "Z"
 
 
@@ -284,7 +290,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                 # Read before the ranks' files: a run mpiexec ended (it aborts the
                 # job when a rank's process dies) is looked at once more.
                 ended = proc.poll() is not None
-                failed = [r for r in range(nranks) if (run.rank(r).status() or 0) != 0]
+                failed = [r for r, files in enumerate(progress.ranks) if (files.status() or 0) != 0]
                 if first_failure is None:  # later losses follow from the first failure (mpiexec's abort)
                     failed += wrappers.check()
                 if ended:
