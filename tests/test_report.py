@@ -22,6 +22,7 @@ from ncclsim import NcclsimError, rundir
 from ncclsim.cluster.build import build_cluster
 from ncclsim.launch import launcher
 from ncclsim.report.build import build_report, write_run_json
+from ncclsim.report.model import TreeNode
 from ncclsim.report.summary import summary_text
 from ncclsim.report import cli as report_cli
 from ncclsim.report import nics as nics_module
@@ -147,6 +148,34 @@ def test_two_hosts_summary(two_hosts):
     assert re.search(r"inter-host\s+NET/Socket\s+8", text)
     assert "Checks: " in text and "FAILED" not in text
 
+
+
+def test_many_hosts_summary_shows_rings_and_trees_where_they_cross_hosts(two_hosts):
+    """Past 8 hosts a line of every rank would be kilobytes: a ring shows each
+    host's first and last rank, a tree the ranks linked to another host."""
+    hosts = 10
+    ranks = tuple(dataclasses.replace(two_hosts.ranks[0], rank=r, host=f"ncclsim-h{r // 4}") for r in range(4 * hosts))
+    ring = tuple(r for h in range(hosts) for r in (4 * h, 4 * h + 3, 4 * h + 2, 4 * h + 1))
+    # within a host a chain from its first rank; between hosts a chain of the first ranks
+    nodes = {r: _chained(r, 4 * hosts) for r in range(4 * hosts)}
+    many = dataclasses.replace(two_hosts, ranks=ranks, hosts=tuple(f"ncclsim-h{h}" for h in range(hosts)),
+                               rings={0: ring}, trees={0: nodes})
+    text = summary_text(many)
+    assert "Rings, in order, a host's ranks as first..last (| = next host; 10 hosts, every rank: run.json):" in text
+    assert "  channel 0: 0..1 | 4..5 | 8..9 | 12..13 | 16..17 | 20..21 | 24..25 | 28..29 | 32..33 | 36..37\n" in text
+    assert "Trees, rank(parent>children) of the ranks linked to another host (10 hosts, every rank: run.json):" in text
+    assert "  channel 0: 0(root>1,4) 4(0>5,8) 8(4>9,12) 12(8>13,16) 16(12>17,20) 20(16>21,24) 24(20>25,28) " \
+           "28(24>29,32) 32(28>33,36) 36(32>37)\n" in text
+    whole = summary_text(dataclasses.replace(many, hosts=many.hosts[:8]))  # 8 hosts: every rank
+    assert "  channel 0: 0 3 2 1 | 4 7 6 5 | 8 11 10 9 |" in whole and " 1(0>2) 2(1>3) 3(2)" in whole
+
+
+def _chained(r: int, nranks: int) -> TreeNode:
+    """Rank r of 4 per host: a chain within the host, the hosts' first ranks a chain of their own."""
+    first = r % 4 == 0
+    up = (r - 4 if r >= 4 else None) if first else r - 1
+    down = ((r + 1,) + ((r + 4,) if r + 4 < nranks else ())) if first else ((r + 1,) if r % 4 < 3 else ())
+    return TreeNode(up, down)
 
 def test_the_nccl_each_rank_loaded(two_hosts):
     version = two_hosts.nccl_version

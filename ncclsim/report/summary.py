@@ -30,19 +30,31 @@ def _grouped(per_channel: dict[int, str]) -> list[tuple[str, str]]:
     return [(rank_ranges(chs), text) for text, chs in sorted(groups.items(), key=lambda kv: kv[1][0])]
 
 
-def _ring_text(ring: Sequence[int], host_of: dict[int, Optional[str]]) -> str:
-    """Ranks in ring order, `|` where the ring crosses to another host."""
-    parts = []
+# Up to this many hosts rings and trees are shown rank by rank; past it only
+# where they cross between hosts (a line of every rank of 64 hosts is 2-7 KB).
+WHOLE_UP_TO_HOSTS = 8
+
+
+def _ring_text(ring: Sequence[int], host_of: dict[int, Optional[str]], whole: bool) -> str:
+    """Ranks in ring order, `|` where the ring crosses to another host; not
+    `whole`: each host's first and last rank (`0..1`)."""
+    segments: list[list[int]] = []
     for i, r in enumerate(ring):
-        if i and host_of.get(r) != host_of.get(ring[i - 1]):
-            parts.append("|")
-        parts.append(str(r))
-    return " ".join(parts)
+        if not i or host_of.get(r) != host_of.get(ring[i - 1]):
+            segments.append([])
+        segments[-1].append(r)
+    return " | ".join(" ".join(map(str, seg)) if whole or len(seg) == 1 else f"{seg[0]}..{seg[-1]}"
+                      for seg in segments)
 
 
-def _tree_text(nodes: dict[int, TreeNode]) -> str:
+def _tree_text(nodes: dict[int, TreeNode], host_of: dict[int, Optional[str]], whole: bool) -> str:
+    """rank(parent>children) of every rank; not `whole`: of the ranks linked
+    to another host."""
+    def crosses(r: int, n: TreeNode) -> bool:
+        return any(host_of.get(x) != host_of.get(r) for x in (n.up, *n.down) if x is not None)
     return " ".join(f"{r}({'root' if n.up is None else n.up}"
-                    f"{'>' + ','.join(map(str, n.down)) if n.down else ''})" for r, n in sorted(nodes.items()))
+                    f"{'>' + ','.join(map(str, n.down)) if n.down else ''})"
+                    for r, n in sorted(nodes.items()) if whole or crosses(r, n))
 
 
 def _feature_text(name: str, f: Feature, unsupported: str, unasked: str = "") -> str:
@@ -132,13 +144,17 @@ def _listed(title: str, groups: list[tuple[str, str]]) -> list[str]:
 
 def _structure(report: Report) -> list[str]:
     host_of = {r.rank: r.host for r in report.ranks}
+    whole = len(report.hosts) <= WHOLE_UP_TO_HOSTS
+    every = f"{len(report.hosts)} hosts, every rank: run.json"
     lines = []
     if report.rings:
-        lines += _listed("Rings, in order (| = next host):",
-                         _grouped({c: _ring_text(r, host_of) for c, r in report.rings.items()}))
+        lines += _listed("Rings, in order (| = next host):" if whole else
+                         f"Rings, in order, a host's ranks as first..last (| = next host; {every}):",
+                         _grouped({c: _ring_text(r, host_of, whole) for c, r in report.rings.items()}))
     if report.trees:
-        lines += _listed("Trees, rank(parent>children):",
-                         _grouped({c: _tree_text(n) for c, n in report.trees.items()}))
+        lines += _listed("Trees, rank(parent>children):" if whole else
+                         f"Trees, rank(parent>children) of the ranks linked to another host ({every}):",
+                         _grouped({c: _tree_text(n, host_of, whole) for c, n in report.trees.items()}))
     return lines
 
 
