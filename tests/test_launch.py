@@ -286,7 +286,8 @@ def test_a_run_filling_the_memory_is_stopped(run_cli, leftovers, tmp_path: Path)
     assert time.monotonic() - start < 60, "the ranks were not stopped"
     assert re.search(r"^ncclsim: this machine is nearly out of memory \(\d+\.\d GB left of \d+\.\d GB and "
                      r".*; --keep-free \d+\.\d GB\): every rank was stopped; a process per host "
-                     r"\(--gpus-per-process 2; a program told so too: nccl-tests -g 2\) takes less memory than 2; "
+                     r"\(--gpus-per-process 2; a program told so too: nccl-tests -g 2\) "
+                     r"takes less memory than 2 per host; "
                      r"README", proc.stderr, re.M), proc.stderr
     assert "killed" not in proc.stderr, proc.stderr  # the guard's stop is not told as the ranks' failures
     assert proc.stdout.splitlines()[0] == "500 10 True", proc.stdout  # rank 0's oom_score_adj, nice, policy

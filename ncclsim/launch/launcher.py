@@ -42,7 +42,7 @@ SCHEMA_VERSION = 1
 def _describe_failure(run: rundir.RunDir, outcome: Outcome, placement: Placement, gpus: int) -> list[str]:
     if outcome.memory_low:  # what the ranks did then follows from it: the guard killed them
         fewer = (f"a process per host (--gpus-per-process {gpus}; a program told so too: nccl-tests -g {gpus}) "
-                 f"takes less memory than {placement.processes_per_host}; "
+                 f"takes less memory than {placement.processes_per_host} per host; "
                  if placement.processes_per_host > 1 else "")
         return [f"ncclsim: {outcome.memory_low}: every rank was stopped; {fewer}README, 'One simulation over "
                 "several machines', says what large shapes need"]

@@ -23,7 +23,7 @@ from ncclsim.rundir import RunDir, read_small
 # writes, a rank initialises) and backs off to IDLE_POLL while nothing does:
 # each look reads every rank's status file and its wrapper's /proc entry,
 # CPU taken from the ranks it watches (benchmarks/README.md, "What watching
-# a run costs the ranks"). With many ranks a look itself is long (~0.1 s of
+# a run costs the ranks"). With many ranks a look itself is long (~0.08 s of
 # CPU for 1,024 processes during init): the wait after it is then LOOK_SHARE
 # times as long, so that watching never takes more than about a twentieth of
 # a CPU.
