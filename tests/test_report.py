@@ -145,6 +145,7 @@ def test_two_hosts_summary(two_hosts):
     text = summary_text(two_hosts)
     assert "NCCL 2.32.3+cuda12.9" in text
     assert "channel 0-1: 0 7 6 5 4 3 2 1 | 8 15 14 13 12 11 10 9" in text
+    assert "-- ncclsim-h0: ranks 0-7; ncclsim-h1: ranks 8-15\n" in text
     assert re.search(r"inter-host\s+NET/Socket\s+8", text)
     assert "Checks: " in text and "FAILED" not in text
 
@@ -152,7 +153,8 @@ def test_two_hosts_summary(two_hosts):
 
 def test_many_hosts_summary_shows_rings_and_trees_where_they_cross_hosts(two_hosts):
     """Past 8 hosts a line of every rank would be kilobytes: a ring shows each
-    host's first and last rank, a tree the ranks linked to another host."""
+    host's first and last rank, a tree the ranks linked to another host, the
+    hosts' ranks and NVLS heads their first and last."""
     hosts = 10
     ranks = tuple(dataclasses.replace(two_hosts.ranks[0], rank=r, host=f"ncclsim-h{r // 4}") for r in range(4 * hosts))
     ring = tuple(r for h in range(hosts) for r in (4 * h, 4 * h + 3, 4 * h + 2, 4 * h + 1))
@@ -166,6 +168,13 @@ def test_many_hosts_summary_shows_rings_and_trees_where_they_cross_hosts(two_hos
     assert "Trees, rank(parent>children) of the ranks linked to another host (10 hosts, every rank: run.json):" in text
     assert "  channel 0: 0(root>1,4) 4(0>5,8) 8(4>9,12) 12(8>13,16) 16(12>17,20) 20(16>21,24) 24(20>25,28) " \
            "28(24>29,32) 32(28>33,36) 36(32>37)\n" in text
+    assert "-- 4 per host in host order: ncclsim-h0: ranks 0-3; ...; ncclsim-h9: ranks 36-39\n" in text
+    heads = tuple(tuple(4 * h + k for h in range(hosts)) for k in range(2))
+    nvls = dataclasses.replace(many.nvls, used=True, heads=heads)
+    assert "heads: ranks 0/4/.../36 1/5/.../37)" in summary_text(dataclasses.replace(many, nvls=nvls))
+    logged = dataclasses.replace(nvls, heads=tuple(h[:8] for h in heads))  # NCCL logs 20 hosts at most
+    assert "heads: ranks 0/4/.../28 1/5/.../29 (on the first 8 hosts: NCCL logs no more))" \
+        in summary_text(dataclasses.replace(many, nvls=logged))
     whole = summary_text(dataclasses.replace(many, hosts=many.hosts[:8]))  # 8 hosts: every rank
     assert "  channel 0: 0 3 2 1 | 4 7 6 5 | 8 11 10 9 |" in whole and " 1(0>2) 2(1>3) 3(2)" in whole
 
