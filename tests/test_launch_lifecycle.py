@@ -219,7 +219,6 @@ def test_launches_started_in_the_same_second_get_run_directories_of_their_own(
     assert not third.exists() and base.is_dir()
 
 
-
 def test_two_launches_given_one_run_directory_at_the_same_moment_do_not_share_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both look before either writes (held together by a barrier): one claims
@@ -255,9 +254,10 @@ def test_two_launches_given_one_run_directory_at_the_same_moment_do_not_share_it
 def test_a_run_directory_that_cannot_be_made_is_named_in_one_line(tmp_path: Path) -> None:
     a_file = tmp_path / "a-file"
     a_file.write_text("")
-    with pytest.raises(ncclsim.NcclsimError, match=f"^run directory {a_file} is not a directory"):
+    with pytest.raises(ncclsim.NcclsimError, match=f"^run directory {re.escape(str(a_file))} is not a directory"):
         rundir.create(a_file, 2, 1)
-    with pytest.raises(ncclsim.NcclsimError, match=f"^cannot make run directory {a_file}/run: Not a directory$"):
+    with pytest.raises(ncclsim.NcclsimError,
+                       match=f"^cannot make run directory {re.escape(str(a_file / 'run'))}: Not a directory$"):
         rundir.create(a_file / "run", 2, 1)
 
 

@@ -150,7 +150,6 @@ def test_two_hosts_summary(two_hosts):
     assert "Checks: " in text and "FAILED" not in text
 
 
-
 def test_many_hosts_summary_shows_rings_and_trees_where_they_cross_hosts(two_hosts):
     """Past 8 hosts a line of every rank would be kilobytes: a ring shows each
     host's first and last rank, a tree the ranks linked to another host, the
@@ -185,6 +184,7 @@ def _chained(r: int, nranks: int) -> TreeNode:
     up = (r - 4 if r >= 4 else None) if first else r - 1
     down = ((r + 1,) + ((r + 4,) if r + 4 < nranks else ())) if first else ((r + 1,) if r % 4 < 3 else ())
     return TreeNode(up, down)
+
 
 def test_the_nccl_each_rank_loaded(two_hosts):
     version = two_hosts.nccl_version
