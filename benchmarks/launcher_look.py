@@ -30,11 +30,11 @@ from ncclsim import rundir  # noqa: E402
 from ncclsim.launch import supervise  # noqa: E402
 
 
-def one_look(progress: supervise._Progress, wrappers: supervise._Wrappers) -> float:
+def one_look(ranks: list[rundir.RankFiles], progress: supervise._Progress, wrappers: supervise._Wrappers) -> float:
     """CPU seconds of one look, the parts the launcher's loop reads."""
     began = time.thread_time()
     progress.update()
-    [r for r, files in enumerate(progress.ranks) if (files.status() or 0) != 0]
+    [r for r, files in enumerate(ranks) if (files.status() or 0) != 0]
     wrappers.check()
     return time.thread_time() - began
 
@@ -42,14 +42,14 @@ def one_look(progress: supervise._Progress, wrappers: supervise._Wrappers) -> fl
 def measure(base: Path, nranks: int, looks: int, wrapper_pid: int) -> float:
     run = rundir.create(base / f"run-{nranks}", nranks, max(1, nranks // 8))
     host = socket.gethostname()
-    for r in range(nranks):
-        files = run.rank(r)
+    ranks = [run.rank(r) for r in range(nranks)]
+    for r, files in enumerate(ranks):
         files.machine.write_text(host + "\n")
         files.pid.write_text(f"{wrapper_pid}\n")
         (files.directory / f"nccl.{100000 + r}.log").write_bytes(b"x" * 2048)
-    progress, wrappers = supervise._Progress(run, nranks), supervise._Wrappers(run, nranks)
+    progress, wrappers = supervise._Progress(ranks), supervise._Wrappers(run, ranks)
     wrappers.machine = host
-    cost = median(one_look(progress, wrappers) for _ in range(looks))
+    cost = median(one_look(ranks, progress, wrappers) for _ in range(looks))
     shutil.rmtree(run.root)
     return cost
 

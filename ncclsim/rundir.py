@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from ncclsim import NcclsimError
+from ncclsim.files import read_small
 
 LAUNCH_JSON = "launch.json"
 RUN_JSON = "run.json"
@@ -170,22 +171,6 @@ class RankFiles:
 
     def wrapper_pid(self) -> Optional[int]:
         return _int(read_small(self.pid))
-
-
-def read_small(path: Union[Path, str]) -> Optional[str]:
-    """A small file's text (its first 4 KiB), None when it cannot be read.
-    The launcher reads a few such files of every rank each time it looks:
-    os.read costs a quarter of Path.read_text."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return os.read(fd, 4096).decode(errors="replace")
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _int(text: Optional[str]) -> Optional[int]:

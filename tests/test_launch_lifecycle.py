@@ -21,6 +21,7 @@ import pytest
 
 import ncclsim
 from ncclsim import rundir
+from ncclsim.launch import cleanup
 from ncclsim.launch.supervise import IDLE_POLL, LOOK_SHARE, POLL, next_wait
 from ncclsim.report.exits import CHECK_NAME, exit_check
 
@@ -380,3 +381,24 @@ def test_the_launcher_waits_longer_after_a_long_look_at_its_ranks_but_not_past_t
     assert next_wait(POLL, 0.1, None) == pytest.approx(LOOK_SHARE * 0.1)  # 1,024 ranks: watching stays a small share
     assert next_wait(IDLE_POLL, 0.1, 0.5) == 0.5  # the timeout is still kept
     assert next_wait(POLL, 0.1, -1.0) == 0.0
+
+
+def test_a_process_is_known_by_its_name_and_state_even_when_the_name_holds_a_parenthesis(tmp_path: Path) -> None:
+    """/proc/<pid>/stat puts the name in parentheses: one that holds ") Z "
+    must not read as a zombie (the launcher asks this of every wrapper)."""
+    odd = tmp_path / "w) Z x"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", odd)
+    proc = subprocess.Popen([str(odd), "30"])
+    try:
+        found = None
+        for _ in range(100):  # the name is the program's once exec is done
+            found = cleanup.name_and_state(proc.pid)
+            if found and found[0] == odd.name:
+                break
+            time.sleep(0.01)
+        assert found is not None and found[0] == odd.name and found[1] in "RS", found
+        assert cleanup.running(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert cleanup.name_and_state(proc.pid) is None and not cleanup.running(proc.pid)

@@ -13,7 +13,9 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
+
+from ncclsim.files import read_small
 
 SHM = Path("/dev/shm")
 
@@ -75,13 +77,21 @@ def kill_all(find: Callable[[], list[int]], grace: float = 2.0) -> list[int]:
     return victims
 
 
+def name_and_state(pid: int) -> Optional[tuple[str, str]]:
+    """The process's name as the kernel keeps it (comm) and its state letter
+    ("Z": a zombie), from /proc/<pid>/stat, which, unlike cmdline, does not
+    wait on the process's memory map; None when there is no such process."""
+    stat = read_small(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    head, _, rest = stat.rpartition(")")  # the name may itself hold ") "
+    return head.partition("(")[2], (rest.split() or ["?"])[0]
+
+
 def running(pid: int) -> bool:
     """The process exists and has not ended (a zombie has: it holds no memory)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    found = name_and_state(pid)
+    return found is not None and found[1] != "Z"
 
 
 # What a run may leave behind in shared places: a killed process cannot

@@ -17,7 +17,7 @@ from typing import BinaryIO, Optional, TextIO
 from ncclsim import stop_signals
 from ncclsim.launch import cleanup
 from ncclsim.launch.memory_guard import MemoryGuard
-from ncclsim.rundir import RunDir, read_small
+from ncclsim.rundir import RankFiles, RunDir
 
 # The main loop looks every POLL seconds while something happens (rank 0
 # writes, a rank initialises) and backs off to IDLE_POLL while nothing does:
@@ -161,11 +161,11 @@ class _Follower:
 class _Progress:
     """Counts ranks of which an NCCL log (one per NCCL process) says Init COMPLETE."""
 
-    def __init__(self, run: RunDir, nranks: int) -> None:
-        self.ranks = [run.rank(r) for r in range(nranks)]
-        self.logs: list[dict[Path, _Follower]] = [{} for _ in range(nranks)]
+    def __init__(self, ranks: list[RankFiles]) -> None:
+        self.ranks = ranks
+        self.logs: list[dict[Path, _Follower]] = [{} for _ in ranks]
         self.tails: dict[Path, bytes] = {}
-        self.done = [False] * nranks
+        self.done = [False] * len(ranks)
 
     def update(self) -> int:
         for r, files in enumerate(self.ranks):
@@ -185,8 +185,8 @@ class _Wrappers:
     """Ranks whose wrapper (rank.sh) is gone without writing an exit status:
     killed from outside. MPI would wait for such a rank for ever."""
 
-    def __init__(self, run: RunDir, nranks: int) -> None:
-        self.ranks = [run.rank(r) for r in range(nranks)]
+    def __init__(self, run: RunDir, ranks: list[RankFiles]) -> None:
+        self.ranks = ranks
         self.name = run.rank_script.name[:15]  # as the kernel names the process (comm)
         self.machine = Path("/proc/sys/kernel/hostname").read_text().strip()  # as rank.sh records it
         self.pids: dict[int, Optional[int]] = {}  # rank -> its wrapper's pid; None: on another machine
@@ -233,13 +233,9 @@ class _Wrappers:
 
     def _alive(self, pid: int) -> bool:
         """`pid` is a wrapper that has not ended: a process named as the script
-        (the kernel's comm), not a zombie. Read from /proc/<pid>/stat, which,
-        unlike cmdline, does not wait on the process's memory map."""
-        stat = read_small(f"/proc/{pid}/stat")
-        if stat is None:
-            return False
-        comm, _, rest = stat.partition(") ")
-        return comm.partition(" (")[2] == self.name and rest[:1] != "Z"
+        (the kernel's comm), not a zombie."""
+        found = cleanup.name_and_state(pid)
+        return found is not None and found[0] == self.name and found[1] != "Z"
 
 
 def next_wait(poll: float, look: float, left: Optional[float]) -> float:
@@ -262,9 +258,10 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     proc = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=mpi_log,
                             stderr=subprocess.STDOUT, start_new_session=True,
                             preexec_fn=_schedule_as_ranks)
-    rank0 = _Follower(run.rank(0).stdout)
-    progress = _Progress(run, nranks)
-    wrappers = _Wrappers(run, nranks)
+    rank_files = [run.rank(r) for r in range(nranks)]
+    rank0 = _Follower(rank_files[0].stdout)
+    progress = _Progress(rank_files)
+    wrappers = _Wrappers(run, rank_files)
     shown = -1
     first_failure: Optional[float] = None
     timed_out = False
@@ -290,7 +287,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
                 # Read before the ranks' files: a run mpiexec ended (it aborts the
                 # job when a rank's process dies) is looked at once more.
                 ended = proc.poll() is not None
-                failed = [r for r, files in enumerate(progress.ranks) if (files.status() or 0) != 0]
+                failed = [r for r, files in enumerate(rank_files) if (files.status() or 0) != 0]
                 if first_failure is None:  # later losses follow from the first failure (mpiexec's abort)
                     failed += wrappers.check()
                 if ended:
@@ -318,7 +315,7 @@ def supervise(command: list[str], env: dict[str, str], run: RunDir, run_id: str,
     stopped_by = stop.received
     memory_low = guard.tripped if guard else None
 
-    ranks = [RankOutcome(r, r // ranks_per_host, run.rank(r).status()) for r in range(nranks)]
+    ranks = [RankOutcome(r, r // ranks_per_host, files.status()) for r, files in enumerate(rank_files)]
     statuses = [o.status for o in ranks]
     if stopped_by is not None:
         status = 128 + stopped_by
