@@ -30,9 +30,14 @@ def _grouped(per_channel: dict[int, str]) -> list[tuple[str, str]]:
     return [(rank_ranges(chs), text) for text, chs in sorted(groups.items(), key=lambda kv: kv[1][0])]
 
 
-# Up to this many hosts rings and trees are shown rank by rank; past it only
-# where they cross between hosts (a line of every rank of 64 hosts is 2-7 KB).
+# Up to this many hosts rings, trees, hosts' ranks and NVLS heads are shown
+# rank by rank; past it only where they cross hosts, or by first and last (a
+# line of every rank of 64 hosts is 2-7 KB).
 WHOLE_UP_TO_HOSTS = 8
+
+
+def _whole(report: Report) -> bool:
+    return len(report.hosts) <= WHOLE_UP_TO_HOSTS
 
 
 def _ring_text(ring: Sequence[int], host_of: dict[int, Optional[str]], whole: bool) -> str:
@@ -57,16 +62,17 @@ def _tree_text(nodes: dict[int, TreeNode], host_of: dict[int, Optional[str]], wh
                     for r, n in sorted(nodes.items()) if whole or crosses(r, n))
 
 
-def _heads_text(heads: tuple[tuple[int, ...], ...], hosts: int) -> str:
-    """NVLS heads, each as its rank on every host; past WHOLE_UP_TO_HOSTS the
-    first two and the last. NCCL logs a head's ranks on the first 20 hosts."""
-    text = " ".join("/".join(map(str, h)) if hosts <= WHOLE_UP_TO_HOSTS or len(h) <= 3
+def _heads_text(heads: tuple[tuple[int, ...], ...], hosts: int, whole: bool) -> str:
+    """NVLS heads, each as its rank on every host; not `whole`: the first two
+    and the last. NCCL logs a head's ranks on the first 20 hosts."""
+    text = " ".join("/".join(map(str, h)) if whole or len(h) <= 3
                     else f"{h[0]}/{h[1]}/.../{h[-1]}" for h in heads)
     logged = min(len(h) for h in heads)
     return f"heads: ranks {text}" + (f" (on the first {logged} hosts: NCCL logs no more)" if logged < hosts else "")
 
 
-def _feature_text(name: str, f: Feature, unsupported: str, unasked: str = "", hosts: int = 1) -> str:
+def _feature_text(name: str, f: Feature, unsupported: str, unasked: str = "", hosts: int = 1,
+                  whole: bool = True) -> str:
     state = "used" if f.used else "not used"
     details = []
     if f.channels is not None:
@@ -78,7 +84,7 @@ def _feature_text(name: str, f: Feature, unsupported: str, unasked: str = "", ho
     elif f.supported is None and not f.used and unasked:
         details.append(unasked)
     if f.heads:
-        details.append(_heads_text(f.heads, hosts))
+        details.append(_heads_text(f.heads, hosts, whole))
     return f"{name}: {state}" + (f" ({', '.join(details)})" if details else "")
 
 
@@ -102,13 +108,13 @@ def _nccl_text(report: Report) -> str:
     return f"NCCL {report.nccl_version or '(version not logged)'}"
 
 
-def _hosts_text(by_host: dict[str, list[int]]) -> str:
-    """Each host's ranks; past WHOLE_UP_TO_HOSTS, when every host holds the
-    same number of ranks in host order, the first and last host."""
+def _hosts_text(by_host: dict[str, list[int]], whole: bool) -> str:
+    """Each host's ranks; not `whole`, when every host holds the same number
+    of ranks in host order: the first and last host."""
     listed = [f"{h}: ranks {rank_ranges(rs)}" for h, rs in by_host.items()]
     sizes = {len(rs) for rs in by_host.values()}
     in_order = [r for rs in by_host.values() for r in rs] == list(range(sum(map(len, by_host.values()))))
-    if len(listed) <= WHOLE_UP_TO_HOSTS or len(sizes) != 1 or not in_order:
+    if whole or len(sizes) != 1 or not in_order:
         return "; ".join(listed)
     return f"{sizes.pop()} per host in host order: {listed[0]}; ...; {listed[-1]}"
 
@@ -118,7 +124,7 @@ def _header(report: Report) -> list[str]:
     by_host: dict[str, list[int]] = {}
     for r in report.ranks:
         by_host.setdefault(r.host or "?", []).append(r.rank)
-    hosts = _hosts_text(by_host)
+    hosts = _hosts_text(by_host, _whole(report))
     lines.append(f"Ranks: {report.nranks if report.nranks is not None else '?'} on {len(report.hosts)} host(s) "
                  f"(nNodes {report.nnodes if report.nnodes is not None else '?'}, "
                  f"localRanks {report.local_ranks if report.local_ranks is not None else '?'})"
@@ -131,7 +137,7 @@ def _header(report: Report) -> list[str]:
     lines.append(f"Channels: {report.channels if report.channels is not None else '?'} coll"
                  + (f", {report.p2p_channels} p2p" if report.p2p_channels is not None else ""))
     lines.append(_feature_text("NVLS", report.nvls, "no multicast: the GPUs or NVSwitches lack it",
-                               hosts=len(report.hosts)) + "; "
+                               hosts=len(report.hosts), whole=_whole(report)) + "; "
                  + _feature_text("CollNet", report.collnet,
                                  "no CollNet devices: the network does not reduce in its switches (launch --collnet)",
                                  "not enabled: NCCL_COLLNET_ENABLE=1 turns it on"))
@@ -165,7 +171,7 @@ def _listed(title: str, groups: list[tuple[str, str]]) -> list[str]:
 
 def _structure(report: Report) -> list[str]:
     host_of = {r.rank: r.host for r in report.ranks}
-    whole = len(report.hosts) <= WHOLE_UP_TO_HOSTS
+    whole = _whole(report)
     every = f"{len(report.hosts)} hosts, every rank: run.json"
     lines = []
     if report.rings:
