@@ -14,7 +14,8 @@ from typing import Optional
 
 import pytest
 
-from ncclsim.launch.environment import LOCAL_SOCKETS, rank_environment
+from ncclsim.launch.cleanup import SHM_PREFIXES
+from ncclsim.launch.environment import LOCAL_SOCKETS, SHARED_PAGES, rank_environment
 from ncclsim.meminfo import meminfo, room
 from ncclsim.paths import cudart_lib_dir, nccl_lib_dir, nvidia_package_dirs
 from ncclsim.rundir import RunDir
@@ -566,3 +567,17 @@ def test_nccls_tcp_goes_over_unix_sockets_on_one_machine_only(tmp_path: Path, sp
     base = {"PATH": os.environ.get("PATH", "")} | ({LOCAL_SOCKETS: user} if user else {})
     env = rank_environment(base, RunDir(tmp_path), "run", tmp_path, connect_at_init=False, spread=spread)
     assert env.get(LOCAL_SOCKETS) == want
+
+
+@pytest.mark.parametrize("user", [None, ""], ids=["default", "user-off"])
+def test_ranks_share_nccls_identical_regions_through_shared_memory(tmp_path: Path, user: Optional[str]) -> None:
+    """The host library's store of NCCL's identical regions is named after the
+    run in /dev/shm, so that the run's cleanup removes it with NCCL's
+    segments (ncclsim-*); a value the user set wins ("" turns it off)."""
+    base = {"PATH": os.environ.get("PATH", "")} | ({SHARED_PAGES: user} if user is not None else {})
+    env = rank_environment(base, RunDir(tmp_path), "abc123", tmp_path, connect_at_init=False)
+    if user is None:
+        assert env[SHARED_PAGES] == "/dev/shm/ncclsim-pages-abc123"
+        assert Path(env[SHARED_PAGES]).name.startswith(SHM_PREFIXES)
+    else:
+        assert env[SHARED_PAGES] == ""

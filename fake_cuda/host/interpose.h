@@ -56,6 +56,17 @@ bool host_give_back(char *run, size_t bytes, void *ctx);
  * one call, not faulted in one by one at their first read. */
 bool host_give_back_readable(char *run, size_t bytes, void *ctx);
 
+/* zero_fill.c: whether all of [p, p + n) is private anonymous memory; drop
+ * its pages (they read as zeros) if so. */
+bool host_private_anonymous(void *p, size_t n);
+bool host_drop_private(void *p, size_t n);
+
+/* shared_pages.c: NCCL's large callocs shared among the processes of a run;
+ * at the thread's next memset (host_share_due), share what it allocated
+ * (host_share_pending). */
+bool host_share_due(void);
+void host_share_pending(void);
+
 /* zero_copy.c: recv() of `n` bytes into `buf` by `real` (libc's) that gives
  * back the pages of `buf` (up to HOST_RECV_PAGES) that were out of memory
  * and received only zeros; called from `caller` (a return address): NCCL's

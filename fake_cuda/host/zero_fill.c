@@ -59,13 +59,14 @@ static void *fill(void *p, int c, size_t n)
     return fn ? fn(p, c, n) : bytewise(p, c, n);
 }
 
-/* Drop the pages of [p, p + n) if all of it is private anonymous memory. */
-static int drop_private(void *p, size_t n)
+bool host_private_anonymous(void *p, size_t n)
 {
-    int anonymous = madvise(p, n, MADV_WIPEONFORK) == 0;
+    bool anonymous = madvise(p, n, MADV_WIPEONFORK) == 0;
     madvise(p, n, MADV_KEEPONFORK); /* also where a range of several mappings failed part-way */
-    return anonymous && madvise(p, n, MADV_DONTNEED) == 0;
+    return anonymous;
 }
+
+bool host_drop_private(void *p, size_t n) { return host_private_anonymous(p, n) && madvise(p, n, MADV_DONTNEED) == 0; }
 
 bool host_write_zeros(char *run, size_t bytes, void *ctx)
 {
@@ -79,7 +80,7 @@ bool host_write_zeros(char *run, size_t bytes, void *ctx)
 static bool release_pages(char *run, size_t bytes, size_t whole, bool readable)
 {
     if (madvise(run, bytes, MADV_REMOVE) == 0) return true;
-    if (whole < PUNCH_PRIVATE_MIN || !drop_private(run, bytes)) return false;
+    if (whole < PUNCH_PRIVATE_MIN || !host_drop_private(run, bytes)) return false;
     if (readable) madvise(run, bytes, MADV_POPULATE_READ); /* where it fails, each page faults in at its first read */
     return true;
 }
@@ -93,6 +94,7 @@ bool host_give_back_readable(char *run, size_t bytes, void *ctx)
 
 EXPORT void *memset(void *p, int c, size_t n)
 {
+    if (host_share_due()) host_share_pending(); /* what NCCL zeroed before is written by now */
     if (c != 0 || n < PUNCH_SHARED_MIN) return fill(p, c, n);
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;

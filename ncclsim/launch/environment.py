@@ -6,13 +6,17 @@ import os
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ncclsim.launch.cleanup import LAUNCH_PID, RUN_DIR, RUN_ID
+from ncclsim.launch.cleanup import LAUNCH_PID, RUN_DIR, RUN_ID, SHM
 from ncclsim.rundir import RunDir
 from ncclsim.paths import cudart_lib_dir, lib_dir, mpi_lib_dir
 from ncclsim.platform.env import UNSET_VARIABLES, default_settings, prepend_paths, with_host_preload
 
 NET_PLUGIN = "libnccl-net-ncclsim.so"
 LOCAL_SOCKETS = "NCCLSIM_LOCAL_SOCKETS"
+# The host library's store of NCCL's identical regions, shared by the ranks on
+# a machine: files named after this prefix, removed with the run's other
+# shared-memory files ("" turns sharing off).
+SHARED_PAGES = "NCCLSIM_SHARED_PAGES"
 
 # NCCL's log subsystems the report reads: rings/trees (INIT, GRAPH), connections
 # (P2P, SHM, NET), algorithm choices (TUNING), settings (ENV).
@@ -57,6 +61,8 @@ def rank_environment(base: Mapping[str, str], run: RunDir, run_id: str, nccl_lib
         env["NCCL_SOCKET_IFNAME"] = "lo"  # ranks on one machine meet on its loopback
     if not spread and LOCAL_SOCKETS not in base:
         env[LOCAL_SOCKETS] = "1"  # NCCL's TCP within this machine over Unix sockets (the host library)
+    if SHARED_PAGES not in base:
+        env[SHARED_PAGES] = str(SHM / f"ncclsim-pages-{run_id}")
     if connect_at_init and "NCCL_RUNTIME_CONNECT" not in base:
         env["NCCL_RUNTIME_CONNECT"] = "0"
     env["LD_PRELOAD"] = with_host_preload(base.get("LD_PRELOAD", ""))

@@ -1,0 +1,354 @@
+/* Part of libncclsim-host.so. NCCL keeps, per channel, a structure of ~800
+ * bytes for every rank of the communicator (ncclChannelPeer, ncclCalloc'd)
+ * and writes a reference count in each right after allocating them: 13 MB
+ * per rank at 1,024 ranks, the same bytes in every rank. On a simulated
+ * cluster of hundreds of ranks on one machine that is much of its memory.
+ *
+ * Here such regions are shared. A large calloc of NCCL's (at least
+ * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) starts on a page of its own and is
+ * noted; at the same thread's next calloc or memset that finds something
+ * written in it (NCCL writes the peers right after allocating them, between
+ * two allocations) its pages are looked up by size and hash in a store that
+ * the processes of the run on this machine share (files named
+ * NCCLSIM_SHARED_PAGES-<size>-<hash>, launch: in /dev/shm):
+ *  - bytes seen for the first time leave a marker only;
+ *  - seen a second time, they are written to a file of the store;
+ *  - with a file there, the region is compared with it byte for byte and, if
+ *    equal, replaced by a private mapping of the file: every rank reads the
+ *    same pages, and a page written later is copied for its writer alone, as
+ *    any private file mapping's (copy on write).
+ * The bytes a program reads never change. A region is NCCL's own, freshly
+ * allocated memory, examined by the thread that allocated it. Another thread
+ * writing to it meanwhile (NCCL does not) could lose its write between the
+ * comparison and the replacement, so the region is read-only for that time:
+ * such a write faults, the handler here waits for the replacement and
+ * returns, and the write is made again, to the new mapping. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../common/hash_mix.h"
+#include "interpose.h"
+
+#define STORE_VARIABLE "NCCLSIM_SHARED_PAGES"
+#define MIN_VARIABLE "NCCLSIM_SHARED_PAGES_MIN"
+/* NCCL's peer structures of one channel: ~800 bytes per rank, so 256 KiB
+ * from 328 ranks on; smaller regions are not worth the hash and the mapping. */
+#define DEFAULT_MIN ((size_t)256 << 10)
+#define PENDING 4       /* regions of a thread waiting to be written */
+#define RECENT 16       /* replaced regions a late fault may still hit */
+#define HASH_PAGES 4096 /* pages asked about per mincore */
+
+struct region {
+    uintptr_t lo, hi;
+};
+
+static const char *store;       /* NULL: off */
+static size_t share_min = DEFAULT_MIN;
+static size_t page_size;
+
+static __thread struct region pending[PENDING];
+static __thread unsigned pending_count;
+
+__attribute__((constructor)) static void read_settings(void)
+{
+    const char *dir = getenv(STORE_VARIABLE);
+    const char *min = getenv(MIN_VARIABLE);
+    page_size = (size_t)sysconf(_SC_PAGESIZE);
+    if (min && *min) {
+        char *end;
+        unsigned long long v = strtoull(min, &end, 10);
+        if (*end == '\0' && v >= page_size) share_min = (size_t)v;
+    }
+    if (dir && *dir) store = dir;
+}
+
+static bool wanted(size_t bytes) { return store && bytes >= share_min; }
+
+/* ---- a write during a replacement waits for it ---------------------------- */
+
+/* The region being replaced, and the last ones replaced: a write that faulted
+ * on one is made again once the replacement is in place (its fault may be
+ * handled after that). */
+static pthread_mutex_t replacing = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic uintptr_t busy_lo, busy_hi;
+static struct region recent[RECENT];
+static _Atomic unsigned recent_next;
+static struct sigaction previous;
+static _Atomic unsigned long waited_writes;
+
+/* How many writes faulted during a replacement and were made again after it. */
+EXPORT unsigned long ncclsim_shared_pages_waits(void) { return atomic_load(&waited_writes); }
+
+static bool in_recent(uintptr_t a)
+{
+    for (unsigned i = 0; i < RECENT; i++)
+        if (a >= __atomic_load_n(&recent[i].lo, __ATOMIC_ACQUIRE) && a < __atomic_load_n(&recent[i].hi, __ATOMIC_ACQUIRE))
+            return true;
+    return false;
+}
+
+static void on_fault(int sig, siginfo_t *info, void *context)
+{
+    uintptr_t a = (uintptr_t)info->si_addr;
+    if (info->si_code == SEGV_ACCERR) {
+        bool waited = false;
+        while (a >= atomic_load(&busy_lo) && a < atomic_load(&busy_hi)) {
+            sched_yield();
+            waited = true;
+        }
+        if (waited) atomic_fetch_add(&waited_writes, 1);
+        if (waited || in_recent(a)) return;
+    }
+    /* Not a replacement's: whoever handled SIGSEGV before. */
+    if (previous.sa_flags & SA_SIGINFO) {
+        previous.sa_sigaction(sig, info, context);
+    } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
+        previous.sa_handler(sig);
+    } else {
+        struct sigaction fallback;
+        memset(&fallback, 0, sizeof fallback);
+        fallback.sa_handler = SIG_DFL;
+        sigaction(SIGSEGV, &fallback, NULL); /* the access faults again, and the default ends the process */
+    }
+}
+
+/* Ours first, whoever the program installed since (called under `replacing`). */
+static bool handler_in_place(void)
+{
+    struct sigaction now;
+    if (sigaction(SIGSEGV, NULL, &now) != 0) return false;
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) return true;
+    struct sigaction ours;
+    memset(&ours, 0, sizeof ours);
+    ours.sa_sigaction = on_fault;
+    ours.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&ours.sa_mask);
+    if (sigaction(SIGSEGV, &ours, NULL) != 0) return false;
+    previous = now;
+    return true;
+}
+
+/* ---- the store ------------------------------------------------------------ */
+
+static bool page_is_zero(const uint64_t *w, size_t words)
+{
+    uint64_t any = 0;
+    for (size_t i = 0; i < words; i++) any |= w[i];
+    return any == 0;
+}
+
+enum written { GONE, NOTHING_WRITTEN, SPARSE, DENSE };
+
+/* The hash of the region's nonzero pages (with their place); pages out of
+ * memory count as zero (never written: they are; swapped out: then the
+ * comparison below finds the difference). DENSE: at least half its pages
+ * hold data (NCCL's peers: all); a sparse region holds little memory anyway
+ * (NCCL's pools of proxy connections: a page of a hundred). */
+static enum written region_hash(const char *lo, size_t pages, uint64_t *hash)
+{
+    unsigned char in[HASH_PAGES];
+    size_t words = page_size / sizeof(uint64_t);
+    uint64_t h = FC_HASH_SEED ^ pages;
+    size_t written = 0;
+    for (size_t first = 0; first < pages; first += HASH_PAGES) {
+        size_t k = pages - first < HASH_PAGES ? pages - first : HASH_PAGES;
+        if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return GONE;
+        for (size_t i = 0; i < k; i++) {
+            const uint64_t *w = (const uint64_t *)(lo + (first + i) * page_size);
+            if (!(in[i] & 1) || page_is_zero(w, words)) continue;
+            h = fc_hash_mix(h, first + i);
+            h = fc_hash_mix(h, fc_hash_words(first + i, w, words));
+            written++;
+        }
+    }
+    *hash = h;
+    return written == 0 ? NOTHING_WRITTEN : 2 * written < pages ? SPARSE : DENSE;
+}
+
+/* Writes the region's nonzero pages to a new file of the store named `name`
+ * (the rest is a hole, read as zeros); false where it could not. */
+static bool store_bytes(const char *name, const char *lo, size_t bytes)
+{
+    char temp[4096];
+    if (snprintf(temp, sizeof temp, "%s.%d.%d", name, (int)getpid(), (int)gettid()) >= (int)sizeof temp) return false;
+    int fd = open(temp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (fd < 0) return false;
+    bool ok = ftruncate(fd, (off_t)bytes) == 0;
+    size_t words = page_size / sizeof(uint64_t);
+    for (size_t off = 0; ok && off < bytes; off += page_size) {
+        if (page_is_zero((const uint64_t *)(lo + off), words)) continue;
+        ok = pwrite(fd, lo + off, page_size, (off_t)off) == (ssize_t)page_size;
+    }
+    close(fd);
+    /* link, not rename: where another process stored the same bytes first, its file stays */
+    ok = ok && (link(temp, name) == 0 || errno == EEXIST);
+    unlink(temp);
+    return ok;
+}
+
+/* The store's file of the bytes hashed `h`, opened; -1 where there is none
+ * yet (the first time, a marker is left; the second, the file is made). */
+static int stored_file(const char *lo, size_t bytes, uint64_t h)
+{
+    char name[4096], marker[4096 + 8];
+    if (snprintf(name, sizeof name, "%s-%zx-%016llx", store, bytes, (unsigned long long)h) >= (int)sizeof name)
+        return -1;
+    int fd = open(name, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    snprintf(marker, sizeof marker, "%s.seen", name);
+    int m = open(marker, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (m >= 0) {
+        close(m);
+        return -1;
+    }
+    if (errno != EEXIST || !store_bytes(name, lo, bytes)) return -1;
+    return open(name, O_RDONLY | O_CLOEXEC);
+}
+
+/* ---- replacing a region by the store's file -------------------------------- */
+
+static void replace(char *lo, size_t bytes, int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes) return;
+    void *file = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (file == MAP_FAILED) return;
+    pthread_mutex_lock(&replacing);
+    if (handler_in_place()) {
+        atomic_store(&busy_lo, (uintptr_t)lo);
+        atomic_store(&busy_hi, (uintptr_t)lo + bytes);
+        if (mprotect(lo, bytes, PROT_READ) == 0) {
+            if (memcmp(lo, file, bytes) == 0) {
+                /* Past the checks above the kernel refuses a fixed mapping
+                 * only for want of memory, possibly after removing the old
+                 * one: then the bytes are gone, and the process must stop. */
+                if (mmap(lo, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) != lo) {
+                    static const char msg[] = "ncclsim: mapping shared pages failed; stopping\n";
+                    if (write(2, msg, sizeof msg - 1) < 0) abort();
+                    abort();
+                }
+                unsigned slot = atomic_fetch_add(&recent_next, 1) % RECENT;
+                __atomic_store_n(&recent[slot].hi, 0, __ATOMIC_RELEASE);
+                __atomic_store_n(&recent[slot].lo, (uintptr_t)lo, __ATOMIC_RELEASE);
+                __atomic_store_n(&recent[slot].hi, (uintptr_t)lo + bytes, __ATOMIC_RELEASE);
+            } else {
+                mprotect(lo, bytes, PROT_READ | PROT_WRITE);
+            }
+        }
+        atomic_store(&busy_hi, 0);
+        atomic_store(&busy_lo, 0);
+    }
+    pthread_mutex_unlock(&replacing);
+    munmap(file, bytes);
+}
+
+/* False where nothing is written in the region yet: NCCL may not have
+ * written it before the call that brought it here (its memory stack zeroes
+ * the next allocation with a memset, and only then are the peers written). */
+static bool share(struct region r)
+{
+    size_t bytes = r.hi - r.lo;
+    uint64_t h;
+    enum written w = region_hash((const char *)r.lo, bytes / page_size, &h);
+    if (w != DENSE) return w != NOTHING_WRITTEN;
+    int fd = stored_file((const char *)r.lo, bytes, h);
+    if (fd >= 0) {
+        replace((char *)r.lo, bytes, fd);
+        close(fd);
+    }
+    return true;
+}
+
+/* A thread's regions wait for its next calloc or memset; the oldest that is
+ * still unwritten when a fifth comes is forgotten. */
+static void note(char *lo, size_t bytes)
+{
+    if (pending_count == PENDING) {
+        for (unsigned i = 1; i < PENDING; i++) pending[i - 1] = pending[i];
+        pending_count--;
+    }
+    pending[pending_count++] = (struct region){(uintptr_t)lo, (uintptr_t)lo + bytes};
+}
+
+/* ---- NCCL's allocations ------------------------------------------------------ */
+
+typedef void *calloc_fn(size_t, size_t);
+typedef void *aligned_alloc_fn(size_t, size_t);
+static calloc_fn *real_calloc;
+static aligned_alloc_fn *real_aligned_alloc;
+static __thread bool resolving;
+
+/* What calloc returns while dlsym looks for libc's (dlsym may allocate). */
+static void *early_calloc(size_t bytes)
+{
+    static _Alignas(16) char arena[16384];
+    static size_t used;
+    size_t at = __atomic_fetch_add(&used, (bytes + 15) & ~(size_t)15, __ATOMIC_RELAXED);
+    return at + bytes <= sizeof arena ? arena + at : NULL; /* static memory is zero */
+}
+
+__attribute__((constructor)) static void find_allocators(void)
+{
+    resolving = true;
+    __atomic_store_n(&real_aligned_alloc, (aligned_alloc_fn *)dlsym(RTLD_NEXT, "aligned_alloc"), __ATOMIC_RELEASE);
+    __atomic_store_n(&real_calloc, (calloc_fn *)dlsym(RTLD_NEXT, "calloc"), __ATOMIC_RELEASE);
+    resolving = false;
+}
+
+/* NCCL's ncclCalloc (malloc and memset, which the compiler makes a calloc).
+ * A large one starts on a page of its own, so that equal structures are equal
+ * pages wherever the allocator would have put them; free() takes it back as
+ * any aligned allocation. */
+EXPORT void *calloc(size_t n, size_t size)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(n, size, &bytes)) bytes = SIZE_MAX;
+    calloc_fn *fn = __atomic_load_n(&real_calloc, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        if (resolving) return early_calloc(bytes);
+        find_allocators();
+        fn = __atomic_load_n(&real_calloc, __ATOMIC_ACQUIRE);
+        if (!fn) return early_calloc(bytes);
+    }
+    if (pending_count) host_share_pending();
+    if (bytes == SIZE_MAX || !wanted(bytes) || !real_aligned_alloc ||
+        !(host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL))
+        return fn(n, size);
+    size_t whole = (bytes + page_size - 1) & ~(page_size - 1);
+    char *p = real_aligned_alloc(page_size, whole);
+    if (!p) return fn(n, size);
+    /* zeroed as calloc zeroes fresh memory: without taking pages (the whole
+     * allocation is ours, pages that held another one's data included) */
+    if (!host_drop_private(p, whole)) {
+        memset(p, 0, whole);
+        return p;
+    }
+    note(p, bytes & ~(page_size - 1));
+    return p;
+}
+
+void host_share_pending(void)
+{
+    struct region now[PENDING];
+    unsigned n = pending_count;
+    for (unsigned i = 0; i < n; i++) now[i] = pending[i];
+    pending_count = 0; /* before any memset below */
+    int saved = errno;
+    for (unsigned i = 0; i < n; i++)
+        if (!share(now[i]) && pending_count < PENDING) pending[pending_count++] = now[i];
+    errno = saved;
+}
+
+bool host_share_due(void) { return pending_count != 0; }

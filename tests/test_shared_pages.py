@@ -1,0 +1,244 @@
+"""libncclsim-host.so shares NCCL's identical regions among the processes of a
+run (NCCLSIM_SHARED_PAGES): a large calloc of NCCL's, once written, is looked
+up by its bytes in the store; the second time a region's bytes are seen they
+are stored, and from then on every equal region is a private mapping of that
+file. The bytes read never change, a write
+lands in its writer's copy alone, and a write made while a region is being
+replaced waits for the replacement instead of being lost."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ncclsim.platform.env import HOST_PRELOAD
+
+# NCCL's per-channel peer structures as it makes them (initChannel): ncclCalloc
+# (malloc and memset, which the compiler makes one calloc), then a reference
+# count written in each.
+PEERS_C = r"""
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+void *peers(size_t count, size_t size, int value)
+{
+    char *p = calloc(count, size);
+    for (size_t i = 0; i < count; i++) __atomic_add_fetch((int *)(p + i * size + 8), value, __ATOMIC_SEQ_CST);
+    return p;
+}
+/* NCCL's next zero fill, at which the thread's regions are shared */
+void next_fill(char *small, size_t n) { memset(small, 0, n); }
+/* As NCCL's initChannel: its memory stack zeroes another allocation between
+ * the calloc and the writes. */
+void *peers_late(size_t count, size_t size, int value, char *small, size_t n)
+{
+    char *p = calloc(count, size);
+    next_fill(small, n);
+    for (size_t i = 0; i < count; i++) __atomic_add_fetch((int *)(p + i * size + 8), value, __ATOMIC_SEQ_CST);
+    return p;
+}
+void release(void *p) { free(p); }
+/* peers() while another thread writes what the region already holds, from
+ * before the region is shared (at next_fill) until after; the two threads on
+ * different CPUs, so that they run at once. */
+struct writer { int *volatile at; volatile int started, stop; long writes; };
+static void *write_on(void *arg)
+{
+    struct writer *w = arg;
+    while (!w->at) {}
+    w->started = 1;
+    while (!w->stop) { *w->at = 1; w->writes++; }
+    return NULL;
+}
+static void pin(pthread_t t, int last)
+{
+    cpu_set_t all, one;
+    sched_getaffinity(0, sizeof all, &all);
+    int pick = -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &all) && (pick < 0 || last)) pick = c;
+    CPU_ZERO(&one);
+    CPU_SET(pick, &one);
+    pthread_setaffinity_np(t, sizeof one, &one);
+}
+void *peers_while_written(size_t count, size_t size, int value, char *small, size_t n, long *writes)
+{
+    struct writer w = {0};
+    pthread_t t;
+    pthread_create(&t, NULL, write_on, &w);
+    pin(t, 1);
+    pin(pthread_self(), 0);
+    char *p = peers(count, size, value);
+    w.at = (int *)(p + 8);
+    while (!w.started) {}
+    next_fill(small, n);
+    w.stop = 1;
+    pthread_join(t, NULL);
+    *writes = w.writes;
+    return p;
+}
+"""
+
+# argv: the library, the number of regions, how they are made ("plain",
+# "late": written after another zero fill, "hammer": another thread writes the
+# last one while it is shared), optionally each one's count. Prints, per region: the store files mapped
+# inside it, whether its bytes are still NCCL's, its private memory (kB).
+DRIVER = r"""
+import ctypes, json, sys
+lib = ctypes.CDLL(sys.argv[1])
+waits = ctypes.CDLL(None).ncclsim_shared_pages_waits
+waits.restype = ctypes.c_ulong
+lib.peers.restype = ctypes.c_void_p
+lib.peers.argtypes = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int)
+lib.peers_while_written.restype = ctypes.c_void_p
+lib.peers_late.restype = ctypes.c_void_p
+SIZE = 1040
+small = ctypes.create_string_buffer(64)
+
+def vmas(lo, hi):
+    out = []
+    cur = None
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5:
+            a, b = (int(x, 16) for x in head[0].split("-"))
+            cur = {"lo": a, "hi": b, "path": head[5] if len(head) > 5 else "", "anon": 0}
+            if a < hi and b > lo:
+                out.append(cur)
+        elif head[0] == "Anonymous:" and cur is not None:
+            cur["anon"] = int(head[1])
+    return out
+
+def expected(value):
+    one = bytearray(SIZE)
+    one[8:12] = value.to_bytes(4, "little")
+    return bytes(one) * COUNT
+
+report = []
+n, hammer, late = int(sys.argv[2]), sys.argv[3] == "hammer", sys.argv[3] == "late"
+# A region the other thread writes is larger: its comparison takes a while.
+COUNT = 16384 if hammer else 1024
+values = [int(v) for v in sys.argv[4].split(",")] if len(sys.argv) > 4 else [1] * n
+for i in range(n):
+    if hammer and i == n - 1:
+        writes = ctypes.c_long(0)
+        p = lib.peers_while_written(ctypes.c_size_t(COUNT), ctypes.c_size_t(SIZE), values[i], small,
+                                    ctypes.c_size_t(64), ctypes.byref(writes))
+        assert writes.value > 0
+    elif late:
+        p = lib.peers_late(ctypes.c_size_t(COUNT), ctypes.c_size_t(SIZE), values[i], small, ctypes.c_size_t(64))
+        lib.next_fill(small, 64)
+    else:
+        p = lib.peers(COUNT, SIZE, values[i])
+        lib.next_fill(small, 64)
+    areas = vmas(p, p + COUNT * SIZE)
+    report.append({"files": [a["path"] for a in areas if "/" in a["path"]],
+                   "anon_kb": sum(a["anon"] for a in areas),
+                   "intact": ctypes.string_at(p, COUNT * SIZE) == expected(values[i]), "p": p})
+# A write lands in its writer's copy alone.
+if n >= 3:
+    ctypes.c_int.from_address(report[2]["p"] + 5 * SIZE + 8).value = 7
+    report.append({"others_unchanged": ctypes.string_at(report[1]["p"], COUNT * SIZE) == expected(values[1]),
+                   "written": ctypes.c_int.from_address(report[2]["p"] + 5 * SIZE + 8).value})
+for r in report:
+    if "p" in r:
+        lib.release(ctypes.c_void_p(r.pop("p")))
+report.append({"waits": waits()})
+print(json.dumps(report))
+"""
+
+
+@pytest.fixture
+def peers_lib(tmp_path: Path) -> Path:
+    src = tmp_path / "peers.c"
+    src.write_text(PEERS_C)
+    lib = tmp_path / "libnccl.so.2"  # the host library knows NCCL by its file name
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-pthread", "-Wall", "-Werror", str(src), "-o", str(lib)],
+                   check=True)
+    return lib
+
+
+def _run(lib: Path, env: dict[str, str], regions: int, how: str = "plain",
+         values: tuple[int, ...] = ()) -> list[dict]:
+    args = [sys.executable, "-c", DRIVER, str(lib), str(regions), how]
+    if values:
+        args.append(",".join(map(str, values)))
+    proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _env(clean_env: dict[str, str], lib_dir: Path, store: Path) -> dict[str, str]:
+    store.mkdir()
+    return {**clean_env, "LD_PRELOAD": str(lib_dir / HOST_PRELOAD), "NCCLSIM_SHARED_PAGES": str(store / "pages")}
+
+
+def test_equal_regions_share_one_file(peers_lib: Path, lib_dir: Path, clean_env: dict[str, str],
+                                      tmp_path: Path) -> None:
+    """The first region leaves a marker, the second stores its bytes, every
+    later one (in this process or another) maps them; the bytes stay NCCL's,
+    the mapped ones hold no private memory, and a write stays its writer's."""
+    store = tmp_path / "store"
+    env = _env(clean_env, lib_dir, store)
+    first, second, third, after, waits = _run(peers_lib, env, 3)
+    assert all(r["intact"] for r in (first, second, third))
+    assert first["files"] == [] and first["anon_kb"] >= 900  # 1 MiB written, its own
+    stored = [f for f in store.iterdir() if not f.name.endswith(".seen")]
+    assert len(stored) == 1 and len(list(store.glob("*.seen"))) == 1, sorted(store.iterdir())
+    for shared in (second, third):
+        assert shared["files"] == [str(stored[0])]
+        assert shared["anon_kb"] <= 8  # the edge pages malloc shares with its header and tail
+    assert after == {"others_unchanged": True, "written": 7}
+    again = _run(peers_lib, env, 1)[0]  # another process: shared at once
+    assert again["intact"] and again["files"] == [str(stored[0])]
+
+
+def test_a_region_written_after_another_fill_is_shared_at_the_next(peers_lib: Path, lib_dir: Path,
+                                                                      clean_env: dict[str, str],
+                                                                      tmp_path: Path) -> None:
+    """A region still all zeros at the thread's next fill waits for the one
+    after (NCCL zeroes its memory stack's allocation before writing the peers)."""
+    report = _run(peers_lib, _env(clean_env, lib_dir, tmp_path / "store"), 3, how="late")
+    assert all(r["intact"] for r in report[:3])
+    assert report[0]["files"] == [] and report[1]["files"] and report[1]["files"] == report[2]["files"]
+
+
+def test_different_bytes_are_not_shared(peers_lib: Path, lib_dir: Path, clean_env: dict[str, str],
+                                        tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    report = _run(peers_lib, _env(clean_env, lib_dir, store), 3, values=(1, 2, 3))
+    assert all(r["intact"] and r["files"] == [] for r in report[:3])
+    assert len(list(store.glob("*.seen"))) == 3 and len(list(store.iterdir())) == 3
+
+
+def test_a_write_during_the_replacement_is_kept(peers_lib: Path, lib_dir: Path, clean_env: dict[str, str],
+                                                 tmp_path: Path) -> None:
+    """Another thread writes into the region while it is compared and replaced:
+    its writes fault, wait, and land in the new mapping; nothing is lost."""
+    store = tmp_path / "store"
+    report = _run(peers_lib, _env(clean_env, lib_dir, store), 3, how="hammer")
+    assert all(r["intact"] for r in report[:3])
+    assert report[2]["files"] and report[2]["anon_kb"] >= 4  # shared, then the writer's page copied
+    assert report[-1]["waits"] >= 1  # the writer did write during the replacement
+
+
+@pytest.mark.parametrize("case", ["no-store", "not-nccl"])
+def test_only_nccls_regions_with_a_store(case: str, peers_lib: Path, lib_dir: Path, clean_env: dict[str, str],
+                                         tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    env = _env(clean_env, lib_dir, store)
+    lib = peers_lib
+    if case == "no-store":
+        del env["NCCLSIM_SHARED_PAGES"]
+    else:
+        lib = peers_lib.with_name("libother.so")
+        peers_lib.rename(lib)
+    report = _run(lib, env, 3)
+    assert all(r["intact"] and r["files"] == [] for r in report[:3])
+    assert list(store.iterdir()) == []
