@@ -61,6 +61,12 @@ static size_t page_size;
 static __thread struct region pending[PENDING];
 static __thread unsigned pending_count;
 
+/* A fork waits for a replacement to end (the child would inherit a region
+ * read-only, and a lock held by a thread it does not have). */
+static pthread_mutex_t replacing = PTHREAD_MUTEX_INITIALIZER;
+static void before_fork(void) { pthread_mutex_lock(&replacing); }
+static void after_fork(void) { pthread_mutex_unlock(&replacing); }
+
 __attribute__((constructor)) static void read_settings(void)
 {
     const char *dir = getenv(STORE_VARIABLE);
@@ -71,7 +77,7 @@ __attribute__((constructor)) static void read_settings(void)
         unsigned long long v = strtoull(min, &end, 10);
         if (*end == '\0' && v >= page_size) share_min = (size_t)v;
     }
-    if (dir && *dir) store = dir;
+    if (dir && *dir && pthread_atfork(before_fork, after_fork, after_fork) == 0) store = dir;
 }
 
 static bool wanted(size_t bytes) { return store && bytes >= share_min; }
@@ -81,7 +87,6 @@ static bool wanted(size_t bytes) { return store && bytes >= share_min; }
 /* The region being replaced, and the last ones replaced: a write that faulted
  * on one is made again once the replacement is in place (its fault may be
  * handled after that). */
-static pthread_mutex_t replacing = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic uintptr_t busy_lo, busy_hi;
 static struct region recent[RECENT];
 static _Atomic unsigned recent_next;
