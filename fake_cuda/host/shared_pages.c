@@ -43,8 +43,9 @@
 
 #define STORE_VARIABLE "NCCLSIM_SHARED_PAGES"
 #define MIN_VARIABLE "NCCLSIM_SHARED_PAGES_MIN"
-/* NCCL's peer structures of one channel: ~800 bytes per rank, so 256 KiB
- * from 328 ranks on; smaller regions are not worth the hash and the mapping. */
+/* NCCL's peer structures of one channel: 936 bytes per rank (2.30), so
+ * 256 KiB from 281 ranks on; smaller regions are not worth the hash and the
+ * mapping. */
 #define DEFAULT_MIN ((size_t)256 << 10)
 #define PENDING 4       /* regions of a thread waiting to be written */
 #define RECENT 16       /* replaced regions a late fault may still hit */
@@ -122,10 +123,8 @@ static void on_fault(int sig, siginfo_t *info, void *context)
     } else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN) {
         previous.sa_handler(sig);
     } else {
-        struct sigaction fallback;
-        memset(&fallback, 0, sizeof fallback);
-        fallback.sa_handler = SIG_DFL;
-        sigaction(SIGSEGV, &fallback, NULL); /* the access faults again, and the default ends the process */
+        static const struct sigaction default_action = {.sa_handler = SIG_DFL};
+        sigaction(SIGSEGV, &default_action, NULL); /* the access faults again, and the default ends the process */
     }
 }
 
@@ -300,8 +299,9 @@ static void *early_calloc(size_t bytes)
 {
     static _Alignas(16) char arena[16384];
     static size_t used;
+    if (bytes > sizeof arena) return NULL;
     size_t at = __atomic_fetch_add(&used, (bytes + 15) & ~(size_t)15, __ATOMIC_RELAXED);
-    return at + bytes <= sizeof arena ? arena + at : NULL; /* static memory is zero */
+    return at <= sizeof arena - bytes ? arena + at : NULL; /* static memory is zero */
 }
 
 __attribute__((constructor)) static void find_allocators(void)
@@ -346,14 +346,19 @@ EXPORT void *calloc(size_t n, size_t size)
 
 void host_share_pending(void)
 {
-    struct region now[PENDING];
-    unsigned n = pending_count;
+    static __thread bool settling; /* the memsets below do not come back here */
+    if (settling) return;
+    settling = true;
+    struct region now[PENDING], unwritten[PENDING];
+    unsigned n = pending_count, kept = 0;
     for (unsigned i = 0; i < n; i++) now[i] = pending[i];
-    pending_count = 0; /* before any memset below */
+    pending_count = 0;
     int saved = errno;
     for (unsigned i = 0; i < n; i++)
-        if (!share(now[i]) && pending_count < PENDING) pending[pending_count++] = now[i];
+        if (!share(now[i])) unwritten[kept++] = now[i];
+    for (unsigned i = 0; i < kept && pending_count < PENDING; i++) pending[pending_count++] = unwritten[i];
     errno = saved;
+    settling = false;
 }
 
 bool host_share_due(void) { return pending_count != 0; }
