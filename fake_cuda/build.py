@@ -8,7 +8,8 @@ produces in DIR:
                          so both names are one library in a process)
     libnvidia-ml.so.1    NVML over the same platform
     libnccl-net-ncclsim.so  NCCL net plugin (when its sources exist)
-    libncclsim-host.so   preloaded into ranks: the simulated host's name, sleeping polls, lazy zero fills
+    libncclsim-host.so   preloaded into ranks: the simulated host's name, sleeping polls, lazy zero fills,
+                         NCCL's identical allocations shared
 
 CUDA's types come from cuda.h in the nvidia-cuda-runtime-cu12 wheel (a build
 dependency); the CUDA toolkit is not needed. GPU model data comes from
