@@ -56,8 +56,8 @@ bool host_give_back(char *run, size_t bytes, void *ctx);
  * one call, not faulted in one by one at their first read. */
 bool host_give_back_readable(char *run, size_t bytes, void *ctx);
 
-/* zero_fill.c: whether all of [p, p + n) is private anonymous memory; drop
- * its pages (they read as zeros) if so. */
+/* private_memory.c: whether all of [p, p + n) is private anonymous memory;
+ * drop its pages (they read as zeros) if so. */
 bool host_private_anonymous(void *p, size_t n);
 bool host_drop_private(void *p, size_t n);
 

@@ -9,10 +9,7 @@
  *  - of a shared file mapping (tmpfs: /dev/shm) it punches a hole
  *    (MADV_REMOVE);
  *  - of private anonymous memory (malloc's mmap) it drops them
- *    (MADV_DONTNEED), after which they read as zero. MADV_WIPEONFORK, which
- *    only private anonymous memory accepts, tells which memory that is (it
- *    is undone at once; a fork in between gives the child zeros where the
- *    parent is writing zeros).
+ *    (MADV_DONTNEED), after which they read as zero (private_memory.c).
  * Either way the pages read as zero, as after the memset, but hold no memory
  * until written. Pages in memory are written (zero_runs.h says why). Any
  * other memory (a private file mapping, locked memory) gets the real memset;
@@ -58,15 +55,6 @@ static void *fill(void *p, int c, size_t n)
     memset_fn *fn = __atomic_load_n(&real_memset, __ATOMIC_ACQUIRE);
     return fn ? fn(p, c, n) : bytewise(p, c, n);
 }
-
-bool host_private_anonymous(void *p, size_t n)
-{
-    bool anonymous = madvise(p, n, MADV_WIPEONFORK) == 0;
-    madvise(p, n, MADV_KEEPONFORK); /* also where a range of several mappings failed part-way */
-    return anonymous;
-}
-
-bool host_drop_private(void *p, size_t n) { return host_private_anonymous(p, n) && madvise(p, n, MADV_DONTNEED) == 0; }
 
 bool host_write_zeros(char *run, size_t bytes, void *ctx)
 {
