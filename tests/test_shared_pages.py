@@ -85,10 +85,12 @@ void *peers_while_written(size_t count, size_t size, int value, char *small, siz
 }
 """
 
-# argv: the library, the number of regions, how they are made ("plain",
-# "late": written after another zero fill, "hammer": another thread writes the
-# last one while it is shared), optionally each one's count. Prints, per region: the store files mapped
-# inside it, whether its bytes are still NCCL's, its private memory (kB).
+# argv: the library, the number of regions, how they are made ("plain";
+# "late": written after another zero fill; "hammer": another thread writes the
+# last one while it is shared), optionally each one's count. Prints, per
+# region: the store files mapped inside it, whether its bytes are still
+# NCCL's, its private memory (kB); then what the third's write did to the
+# second, and how many writes waited for a replacement.
 DRIVER = r"""
 import ctypes, json, sys
 lib = ctypes.CDLL(sys.argv[1])
@@ -122,7 +124,8 @@ def expected(value):
 
 report = []
 n, hammer, late = int(sys.argv[2]), sys.argv[3] == "hammer", sys.argv[3] == "late"
-# A region the other thread writes is larger: its comparison takes a while.
+# A region the other thread writes is larger: its comparison takes a while
+# (17 MB: milliseconds).
 COUNT = 16384 if hammer else 1024
 values = [int(v) for v in sys.argv[4].split(",")] if len(sys.argv) > 4 else [1] * n
 for i in range(n):
@@ -193,7 +196,7 @@ def test_equal_regions_share_one_file(peers_lib: Path, lib_dir: Path, clean_env:
     assert len(stored) == 1 and len(list(store.glob("*.seen"))) == 1, sorted(store.iterdir())
     for shared in (second, third):
         assert shared["files"] == [str(stored[0])]
-        assert shared["anon_kb"] <= 8  # the edge pages malloc shares with its header and tail
+        assert shared["anon_kb"] <= 8  # nothing of its own but a page the allocator may add
     assert after == {"others_unchanged": True, "written": 7}
     again = _run(peers_lib, env, 1)[0]  # another process: shared at once
     assert again["intact"] and again["files"] == [str(stored[0])]
@@ -217,15 +220,18 @@ def test_different_bytes_are_not_shared(peers_lib: Path, lib_dir: Path, clean_en
     assert len(list(store.glob("*.seen"))) == 3 and len(list(store.iterdir())) == 3
 
 
+@pytest.mark.e2e  # a race, tried up to three times: 0.3-1 s
 def test_a_write_during_the_replacement_is_kept(peers_lib: Path, lib_dir: Path, clean_env: dict[str, str],
                                                  tmp_path: Path) -> None:
     """Another thread writes into the region while it is compared and replaced:
     its writes fault, wait, and land in the new mapping; nothing is lost."""
-    store = tmp_path / "store"
-    report = _run(peers_lib, _env(clean_env, lib_dir, store), 3, how="hammer")
-    assert all(r["intact"] for r in report[:3])
-    assert report[2]["files"] and report[2]["anon_kb"] >= 4  # shared, then the writer's page copied
-    assert report[-1]["waits"] >= 1  # the writer did write during the replacement
+    for attempt in range(3):  # the writer, on the other CPU, may be kept off it for the whole comparison
+        report = _run(peers_lib, _env(clean_env, lib_dir, tmp_path / f"store{attempt}"), 3, how="hammer")
+        assert all(r["intact"] for r in report[:3])
+        assert report[2]["files"] and report[2]["anon_kb"] >= 4  # shared, then the writer's page copied
+        if report[-1]["waits"] >= 1:  # the writer did write during the replacement
+            break
+    assert report[-1]["waits"] >= 1, report[-1]
 
 
 @pytest.mark.parametrize("case", ["no-store", "not-nccl"])

@@ -1,16 +1,18 @@
-/* Part of libncclsim-host.so. NCCL keeps, per channel, a structure of ~800
- * bytes for every rank of the communicator (ncclChannelPeer, ncclCalloc'd)
- * and writes a reference count in each right after allocating them: 13 MB
- * per rank at 1,024 ranks, the same bytes in every rank. On a simulated
- * cluster of hundreds of ranks on one machine that is much of its memory.
+/* Part of libncclsim-host.so. NCCL keeps, per channel, a structure of 936
+ * bytes (2.30) for every rank of the communicator (ncclChannelPeer,
+ * ncclCalloc'd) and writes a reference count in each right after allocating
+ * them: 15 MB per rank at 1,024 ranks (16 channels), the same bytes in every
+ * rank. On a simulated cluster of hundreds of ranks on one machine that is
+ * much of its memory.
  *
  * Here such regions are shared. A large calloc of NCCL's (at least
  * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) starts on a page of its own and is
  * noted; at the same thread's next calloc or memset that finds something
  * written in it (NCCL writes the peers right after allocating them, between
- * two allocations) its pages are looked up by size and hash in a store that
- * the processes of the run on this machine share (files named
- * NCCLSIM_SHARED_PAGES-<size>-<hash>, launch: in /dev/shm):
+ * two allocations), a region with data in at least half its pages is looked
+ * up by size and hash in a store that the processes of the run on this
+ * machine share (files named NCCLSIM_SHARED_PAGES-<size>-<hash>; launch puts
+ * them in /dev/shm):
  *  - bytes seen for the first time leave a marker only;
  *  - seen a second time, they are written to a file of the store;
  *  - with a file there, the region is compared with it byte for byte and, if
@@ -27,7 +29,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
