@@ -62,8 +62,8 @@ bool host_private_anonymous(void *p, size_t n);
 bool host_drop_private(void *p, size_t n);
 
 /* shared_pages.c: NCCL's large callocs shared among the processes of a run;
- * at the thread's next memset (host_share_due), share what it allocated
- * (host_share_pending). */
+ * at the thread's next memset (host_share_due) or calloc, share what it
+ * allocated and has written since (host_share_pending). */
 bool host_share_due(void);
 void host_share_pending(void);
 

@@ -82,7 +82,7 @@ bool host_give_back_readable(char *run, size_t bytes, void *ctx)
 
 EXPORT void *memset(void *p, int c, size_t n)
 {
-    if (host_share_due()) host_share_pending(); /* what NCCL zeroed before is written by now */
+    if (host_share_due()) host_share_pending(); /* what NCCL allocated before may be written by now */
     if (c != 0 || n < PUNCH_SHARED_MIN) return fill(p, c, n);
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t start = (uintptr_t)p, end = start + n;
