@@ -37,6 +37,8 @@ from typing import Optional
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, cpu_loop_s, machine, ncclsim_exe, table, write_json  # noqa: E402
 
+from ncclsim.meminfo import meminfo  # noqa: E402
+
 MB = 1 << 20
 INIT = re.compile(r"ncclsim probe: initialised \d+ ranks .* in ([\d.]+) s")
 LEFT_OUT = re.compile(r"ncclsim probe: sizes from (\d+) B left out")
@@ -44,12 +46,7 @@ CHECKED = re.compile(r"ncclsim probe: \w+ +(\d+) B +checked")
 
 
 def meminfo_mb() -> dict[str, float]:
-    out = {}
-    with open("/proc/meminfo") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            out[key] = int(rest.split()[0]) * 1024 / MB
-    return out
+    return {k: v / MB for k, v in meminfo().items()}
 
 
 @dataclass

@@ -60,6 +60,8 @@ bool host_give_back_readable(char *run, size_t bytes, void *ctx);
  * drop its pages (they read as zeros) if so. */
 bool host_private_anonymous(void *p, size_t n);
 bool host_drop_private(void *p, size_t n);
+/* private_memory.c: whether the `n` bytes at `p` (a multiple of 64) are all zero. */
+bool host_all_zero(const char *p, size_t n);
 
 /* shared_pages.c: NCCL's large callocs shared among the processes of a run;
  * at the thread's next memset (host_share_due) or calloc, share what it

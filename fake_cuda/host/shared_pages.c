@@ -149,13 +149,6 @@ static bool handler_in_place(void)
  * look for a listener. */
 static void close_file(int fd) { syscall(SYS_close, fd); }
 
-static bool page_is_zero(const uint64_t *w, size_t words)
-{
-    uint64_t any = 0;
-    for (size_t i = 0; i < words; i++) any |= w[i];
-    return any == 0;
-}
-
 enum written { GONE, NOTHING_WRITTEN, SPARSE, DENSE };
 
 /* The hash of the region's nonzero pages (with their place); pages out of
@@ -174,7 +167,7 @@ static enum written region_hash(const char *lo, size_t pages, uint64_t *hash)
         if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return GONE;
         for (size_t i = 0; i < k; i++) {
             const uint64_t *w = (const uint64_t *)(lo + (first + i) * page_size);
-            if (!(in[i] & 1) || page_is_zero(w, words)) continue;
+            if (!(in[i] & 1) || host_all_zero((const char *)w, page_size)) continue;
             h = fc_hash_mix(h, first + i);
             h = fc_hash_mix(h, fc_hash_words(first + i, w, words));
             written++;
@@ -193,9 +186,8 @@ static bool store_bytes(const char *name, const char *lo, size_t bytes)
     int fd = open(temp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0) return false;
     bool ok = ftruncate(fd, (off_t)bytes) == 0;
-    size_t words = page_size / sizeof(uint64_t);
     for (size_t off = 0; ok && off < bytes; off += page_size) {
-        if (page_is_zero((const uint64_t *)(lo + off), words)) continue;
+        if (host_all_zero(lo + off, page_size)) continue;
         ok = pwrite(fd, lo + off, page_size, (off_t)off) == (ssize_t)page_size;
     }
     close_file(fd);

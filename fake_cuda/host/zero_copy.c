@@ -63,20 +63,6 @@ static void *copy(void *restrict d, const void *restrict s, size_t n)
     return fn ? fn(d, s, n) : bytewise(d, s, n);
 }
 
-typedef uint64_t __attribute__((may_alias, aligned(1))) unaligned_word;
-
-/* Whether the `n` bytes at `p` (a multiple of 64) are all zero; most pages
- * of data answer within their first line. */
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-static bool all_zero(const char *p, size_t n)
-{
-    for (size_t i = 0; i < n; i += 64) {
-        const unaligned_word *w = (const unaligned_word *)(p + i);
-        if (w[0] | w[1] | w[2] | w[3] | w[4] | w[5] | w[6] | w[7]) return false;
-    }
-    return true;
-}
-
 EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
 {
     if (n < SPARSE_COPY_MIN) return copy(d, s, n);
@@ -89,9 +75,9 @@ EXPORT void *memcpy(void *restrict d, const void *restrict s, size_t n)
     char *dst = (char *)first;
     size_t pages = (last - first) / page;
     for (size_t i = 0; i < pages;) {
-        bool zero = all_zero(src + i * page, page);
+        bool zero = host_all_zero(src + i * page, page);
         size_t j = i + 1;
-        while (j < pages && all_zero(src + j * page, page) == zero) j++;
+        while (j < pages && host_all_zero(src + j * page, page) == zero) j++;
         if (zero && j - i >= GIVE_BACK_MIN_PAGES)
             fc_zero_runs(dst + i * page, j - i, page, host_write_zeros, host_give_back_readable, &n);
         else
@@ -131,7 +117,7 @@ static bool any_out(const struct recv_pages *p)
  * all zeros. */
 static bool droppable(const struct recv_pages *p, size_t i, const char *data, size_t page)
 {
-    return !(p->before[i] & 1) && all_zero(data, page);
+    return !(p->before[i] & 1) && host_all_zero(data, page);
 }
 
 /* After `got` bytes for `buf` arrived at `data` (`buf` itself, or a
