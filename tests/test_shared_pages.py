@@ -248,3 +248,149 @@ def test_only_nccls_regions_with_a_store(case: str, peers_lib: Path, lib_dir: Pa
     report = _run(lib, env, 3)
     assert all(r["intact"] and r["files"] == [] for r in report[:3])
     assert list(store.iterdir()) == []
+
+
+# NCCL's pool of proxy operations as it makes it (allocateArgs): ncclCalloc'd,
+# then chained, a pointer to the next element in each (33 KB: one word per 8
+# pages); the first element is then used, with this process's own values.
+POOL_C = r"""
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+struct job { size_t count, size; long own; char *p; };
+static void *progress(void *arg)
+{
+    struct job *j = arg;
+    prctl(PR_SET_NAME, "NCCL Progress0");
+    char *p = calloc(j->count, j->size);
+    for (size_t i = 0; i + 1 < j->count; i++) *(char **)(p + i * j->size) = p + (i + 1) * j->size;
+    *(long *)(p + 64) = j->own;
+    sched_yield(); /* idle: its pool is shared */
+    j->p = p;
+    return NULL;
+}
+/* NCCL's progress thread makes the pool, chains it, uses its first element. */
+char *pool(size_t count, size_t size, long own)
+{
+    struct job j = {count, size, own, NULL};
+    pthread_t t;
+    pthread_create(&t, NULL, progress, &j);
+    pthread_join(t, NULL);
+    return j.p;
+}
+/* NCCL's topology system: written bit by bit through init, by a thread
+ * that allocates and zeroes more meanwhile. */
+char *filled_slowly(size_t count, size_t size, long own, char *small, size_t n)
+{
+    char *p = calloc(count, size);
+    for (size_t i = 0; i + 1 < count; i++) {
+        *(char **)(p + i * size) = p + (i + 1) * size;
+        if (i % 64 == 0) memset(small, 0, n);
+    }
+    *(long *)(p + 64) = own;
+    return p;
+}
+void next_fill(char *small, size_t n) { memset(small, 0, n); }
+"""
+
+# argv: the library, this process's value, how the region is made ("pool",
+# "slowly": then shared at a kernel launch of NCCL's, a second after). Prints
+# where it lies, the store files mapped inside it (before the launch too),
+# whether its bytes are still its own, its private memory (kB); where a freed
+# region's place goes next; whether realloc of one keeps its bytes.
+POOL_DRIVER = r"""
+import ctypes, json, struct, sys
+lib = ctypes.CDLL(sys.argv[1])
+libc = ctypes.CDLL(None)
+libc.realloc.restype = ctypes.c_void_p
+libc.realloc.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+libc.free.argtypes = (ctypes.c_void_p,)
+lib.pool.restype = ctypes.c_void_p
+lib.pool.argtypes = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_long)
+COUNT, SIZE, own, how = 256, 33016, int(sys.argv[2]), sys.argv[3]
+lib.filled_slowly.restype = ctypes.c_void_p
+lib.filled_slowly.argtypes = (ctypes.c_size_t, ctypes.c_size_t, ctypes.c_long, ctypes.c_char_p, ctypes.c_size_t)
+small = ctypes.create_string_buffer(64)
+
+def expected(p):
+    b = bytearray(COUNT * SIZE)
+    for i in range(COUNT - 1):
+        struct.pack_into("<Q", b, i * SIZE, p + (i + 1) * SIZE)
+    struct.pack_into("<q", b, 64, own)
+    return bytes(b)
+
+def areas(lo, hi):
+    out, cur = [], None
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5:
+            a, b = (int(x, 16) for x in head[0].split("-"))
+            cur = {"path": head[5] if len(head) > 5 else "", "anon": 0}
+            if a < hi and b > lo:
+                out.append(cur)
+        elif head[0] == "Anonymous:" and cur is not None:
+            cur["anon"] = int(head[1])
+    return out
+
+def make():
+    if how == "pool":
+        return lib.pool(COUNT, SIZE, own)
+    return lib.filled_slowly(COUNT, SIZE, own, small, 64)
+
+def mapped(p):
+    return sorted({a["path"] for a in areas(p, p + COUNT * SIZE) if "/" in a["path"]})
+
+p = make()
+lib.next_fill(small, 64)
+report = {"before_launch": mapped(p)}
+if how == "slowly":
+    import time
+    time.sleep(1.1)  # noted a second before: its init is over
+    libc.ncclsim_shared_pages_settle()
+found = areas(p, p + COUNT * SIZE)
+report |= {"p": p, "files": sorted({a["path"] for a in found if "/" in a["path"]}),
+          "anon_kb": sum(a["anon"] for a in found), "intact": ctypes.string_at(p, COUNT * SIZE) == expected(p)}
+head = ctypes.string_at(p, 4096)
+q = libc.realloc(p, 2 * COUNT * SIZE)
+report["realloc_keeps"] = q != p and ctypes.string_at(q, 4096) == head
+libc.free(q)
+again = make()
+report["place_again"] = again == p
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.parametrize("how", ["pool", pytest.param("slowly", marks=pytest.mark.e2e)])  # slowly: 1.1 s each
+def test_sparse_regions_share_the_pages_equal_in_their_place(how: str, tmp_path: Path, lib_dir: Path,
+                                                             clean_env: dict[str, str]) -> None:
+    """A sparse region of NCCL's lies at the same address in every process, so
+    its chained pointers are the same bytes: the first process leaves a
+    marker, the second stores its pages, the third maps them all but the
+    page that holds its own values. A pool of proxy operations is shared when
+    its progress thread idles; a region written slowly through NCCL's init
+    at NCCL's next kernel launch. free and realloc know the placed region."""
+    src = tmp_path / "pool.c"
+    src.write_text(POOL_C)
+    lib = tmp_path / "libnccl.so.2"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-pthread", "-Wall", "-Werror", str(src), "-o", str(lib)],
+                   check=True)
+    store = tmp_path / "store"
+    env = _env(clean_env, lib_dir, store)
+    runs = []
+    for own in (11, 22, 33):
+        proc = subprocess.run([sys.executable, "-c", POOL_DRIVER, str(lib), str(own), how], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    first, second, third = runs
+    assert first["p"] == second["p"] == third["p"]
+    assert all(r["intact"] and r["realloc_keeps"] and r["place_again"] for r in runs)
+    stored = [f for f in store.iterdir() if not f.name.endswith(".seen")]
+    assert len(stored) == 1 and f"-at{first['p']:x}" in stored[0].name, sorted(store.iterdir())
+    assert first["files"] == [] and first["anon_kb"] >= 1000  # a page of its own for each of 255 pointers
+    assert second["files"] == third["files"] == [str(stored[0])]
+    assert third["anon_kb"] <= 16  # the page with its own values (and one the allocator may add)
+    if how == "slowly":  # sparse at its thread's memsets: it waited for the launch
+        assert third["before_launch"] == []

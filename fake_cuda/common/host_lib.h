@@ -36,6 +36,10 @@ NCCLSIM_HOST_API void ncclsim_thread_device(int dev);
  * is (wait_on_empty.c), so the thread yields or sleeps as it would have. */
 NCCLSIM_HOST_API void ncclsim_found_empty(int fd);
 
+/* NCCL launches a kernel: its init is over, and what it allocated then is
+ * shared (pending_regions.c). */
+NCCLSIM_HOST_API void ncclsim_shared_pages_settle(void);
+
 /* Whether a return address lies in NCCL (callers.c). */
 NCCLSIM_HOST_API bool ncclsim_caller_is_nccl(const void *ret);
 

@@ -3,6 +3,7 @@
  * NCCL's own kernels are the exception, emulated on the CPU (device/). */
 #include <string.h>
 
+#include "../common/host_lib.h"
 #include "internal.h"
 #include "timing.h"
 
@@ -34,8 +35,10 @@ static CUresult launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsi
      * now, while the arguments are valid. Releases before 2.19 name them
      * ncclKernel_*: those cannot be played, and their launch must fail. */
     const char *name = fc_function_name(f);
-    if (strstr(name, "ncclDevKernel_") || strstr(name, "ncclKernel_"))
+    if (strstr(name, "ncclDevKernel_") || strstr(name, "ncclKernel_")) {
+        if (ncclsim_shared_pages_settle) ncclsim_shared_pages_settle(); /* NCCL's init is over */
         return fc_nccl_on_launch(f, gx, gy, gz, bx, s, params, extra);
+    }
     char none = 0;
     return fc_stream_enqueue(s, run_kernel, &none, 1, true) ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

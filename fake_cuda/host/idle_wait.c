@@ -227,6 +227,7 @@ EXPORT int sched_yield(void)
 {
     REAL(sched_yield);
     if (host_thread_kind() != HOST_THREAD_PROGRESS) return fn_();
+    host_share_idle(); /* its pool of operations, chained by now (pending_regions.c) */
     static __thread uint32_t seen;
     static __thread unsigned idle;
     int slot = my_slot();

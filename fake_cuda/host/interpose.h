@@ -63,11 +63,40 @@ bool host_drop_private(void *p, size_t n);
 /* private_memory.c: whether the `n` bytes at `p` (a multiple of 64) are all zero. */
 bool host_all_zero(const char *p, size_t n);
 
-/* shared_pages.c: NCCL's large callocs shared among the processes of a run;
- * at the thread's next memset (host_share_due) or calloc, share what it
- * allocated and has written since (host_share_pending). */
+/* private_memory.c: for each of the `n` pages from `lo`, whether it may hold
+ * data: in memory or swapped out (/proc/self/pagemap); the others were never
+ * written or were dropped, and read as zeros. Where pagemap cannot be read,
+ * every page may. */
+void host_pages_held(const char *lo, size_t n, bool *held);
+
+/* placed_memory.c: `bytes` (a multiple of the page) of zeros at the address
+ * the other processes of the run give an allocation of that size made in the
+ * same order; NULL where there is none (the allocator's then). */
+void *host_place(size_t bytes);
+/* placed_memory.c: whether p lies where placed allocations go. */
+bool host_placed(uintptr_t p);
+
+/* shared_pages.c: whether p is memory calloc handed out while libc's was not
+ * known yet (never given back). */
+bool host_early_allocation(const void *p);
+
+/* shared_pages.c: NCCL's large callocs shared among the processes of a run.
+ * A region [lo, hi) is shared (SHARE_DONE: also where it cannot be), or not
+ * yet: nothing written, or, looked at `early` (at its thread's next calloc
+ * or memset), too little written so far in a large sparse region. */
+enum shared { SHARE_DONE, SHARE_LATER_UNWRITTEN, SHARE_LATER_SPARSE };
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, bool early);
+
+/* pending_regions.c: the regions waiting to be shared. A region is noted
+ * once allocated and forgotten when freed (free waits where it is being
+ * shared). At the thread's next memset (host_share_due) or calloc, its own
+ * regions written since are shared where dense (host_share_pending); when
+ * it idles, all its own (host_share_idle). */
+void host_note_region(uintptr_t lo, uintptr_t hi);
+void host_forget_region(uintptr_t lo);
 bool host_share_due(void);
 void host_share_pending(void);
+void host_share_idle(void);
 
 /* zero_copy.c: recv() of `n` bytes into `buf` by `real` (libc's) that gives
  * back the pages of `buf` (up to HOST_RECV_PAGES) that were out of memory

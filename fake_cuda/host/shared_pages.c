@@ -2,29 +2,32 @@
  * bytes (2.30) for every rank of the communicator (ncclChannelPeer,
  * ncclCalloc'd) and writes a reference count in each right after allocating
  * them: 15 MB per rank at 1,024 ranks (16 channels), the same bytes in every
- * rank. On a simulated cluster of hundreds of ranks on one machine that is
- * much of its memory.
+ * rank. Its proxy's pool of operations (8 MB of pages written per rank) and
+ * its topology system (~5 MB per rank at 128 hosts) hold the same bytes in
+ * every process once placed at the same address (placed_memory.c). On a
+ * simulated cluster of hundreds of ranks on one machine that is much of its
+ * memory.
  *
  * Here such regions are shared. A large calloc of NCCL's (at least
- * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) starts on a page of its own and is
- * noted; at the same thread's next calloc or memset that finds something
- * written in it (NCCL writes the peers right after allocating them, between
- * two allocations), a region with data in at least half its pages is looked
- * up by size and hash in a store that the processes of the run on this
- * machine share (files named NCCLSIM_SHARED_PAGES-<size>-<hash>; launch puts
+ * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) is placed, or else starts on a
+ * page of its own, and is noted (pending_regions.c says when it is looked
+ * at). A region with data in at least half its pages is looked up by size and
+ * hash of its bytes, a large one with data in fewer (pointers) by size and
+ * place, in a store that the processes of the run on this machine share
+ * (files named NCCLSIM_SHARED_PAGES-<size>-<hash> or -at<address>; launch puts
  * them in /dev/shm):
- *  - bytes seen for the first time leave a marker only;
- *  - seen a second time, they are written to a file of the store;
- *  - with a file there, the region is compared with it byte for byte and, if
- *    equal, replaced by a private mapping of the file: every rank reads the
- *    same pages, and a page written later is copied for its writer alone, as
- *    any private file mapping's (copy on write).
- * The bytes a program reads never change. A region is NCCL's own, freshly
- * allocated memory, examined by the thread that allocated it. Another thread
- * writing to it meanwhile (NCCL does not) could lose its write between the
- * comparison and the replacement, so the region is read-only for that time:
- * such a write faults, the handler here waits for the replacement and
- * returns, and the write is made again, to the new mapping. */
+ *  - a name seen for the first time leaves a marker only;
+ *  - seen a second time, the region's bytes are written to that file;
+ *  - with a file there, the region is compared with it page by page, and
+ *    each run of equal pages is replaced by a private mapping of the file:
+ *    every rank reads the same pages, and a page written later is copied for
+ *    its writer alone, as any private file mapping's (copy on write); pages
+ *    that differ stay the region's own.
+ * The bytes a program reads never change. Another thread writing to a region
+ * meanwhile could lose its write between the comparison and the
+ * replacement, so the region is read-only for that time: such a write
+ * faults, the handler here waits for the replacement and returns, and the
+ * write is made again, to the new mapping. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -49,9 +52,11 @@
  * 256 KiB from 281 ranks on; smaller regions are not worth the hash and the
  * mapping. */
 #define DEFAULT_MIN ((size_t)256 << 10)
-#define PENDING 4       /* regions of a thread waiting to be written */
 #define RECENT 16       /* replaced regions a late fault may still hit */
-#define HASH_PAGES 4096 /* pages asked about per mincore */
+#define HASH_PAGES 4096 /* pages asked about per mincore or pagemap read */
+/* A sparse region is shared by its place from 256 KiB of data on (NCCL's pool
+ * of proxy operations: 8 MB). */
+#define PLACED_MIN_PAGES 64
 
 struct region {
     uintptr_t lo, hi;
@@ -61,8 +66,6 @@ static const char *store;       /* NULL: off */
 static size_t share_min = DEFAULT_MIN;
 static size_t page_size;
 
-static __thread struct region pending[PENDING];
-static __thread unsigned pending_count;
 
 /* A fork waits for a replacement to end (the child would inherit a region
  * read-only, and a lock held by a thread it does not have). */
@@ -149,22 +152,19 @@ static bool handler_in_place(void)
  * look for a listener. */
 static void close_file(int fd) { syscall(SYS_close, fd); }
 
-enum written { GONE, NOTHING_WRITTEN, SPARSE, DENSE };
-
-/* The hash of the region's nonzero pages (with their place); pages out of
- * memory count as zero (never written: they are; swapped out: then the
- * comparison below finds the difference). DENSE: at least half its pages
- * hold data (NCCL's peers: all); a sparse region holds little memory anyway
- * (NCCL's pools of proxy connections: a page of a hundred). */
-static enum written region_hash(const char *lo, size_t pages, uint64_t *hash)
+/* The hash of the region's nonzero pages (with their place), and how many
+ * there are; -1 where the region is gone. Pages out of memory count as zero
+ * (never written: they are; swapped out: then the comparison below finds the
+ * difference). */
+static long region_hash(const char *lo, size_t pages, uint64_t *hash)
 {
     unsigned char in[HASH_PAGES];
     size_t words = page_size / sizeof(uint64_t);
     uint64_t h = FC_HASH_SEED ^ pages;
-    size_t written = 0;
+    long written = 0;
     for (size_t first = 0; first < pages; first += HASH_PAGES) {
         size_t k = pages - first < HASH_PAGES ? pages - first : HASH_PAGES;
-        if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return GONE;
+        if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return -1;
         for (size_t i = 0; i < k; i++) {
             const uint64_t *w = (const uint64_t *)(lo + (first + i) * page_size);
             if (!(in[i] & 1) || host_all_zero((const char *)w, page_size)) continue;
@@ -174,7 +174,7 @@ static enum written region_hash(const char *lo, size_t pages, uint64_t *hash)
         }
     }
     *hash = h;
-    return written == 0 ? NOTHING_WRITTEN : 2 * written < pages ? SPARSE : DENSE;
+    return written;
 }
 
 /* Writes the region's nonzero pages to a new file of the store named `name`
@@ -186,9 +186,16 @@ static bool store_bytes(const char *name, const char *lo, size_t bytes)
     int fd = open(temp, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0) return false;
     bool ok = ftruncate(fd, (off_t)bytes) == 0;
-    for (size_t off = 0; ok && off < bytes; off += page_size) {
-        if (host_all_zero(lo + off, page_size)) continue;
-        ok = pwrite(fd, lo + off, page_size, (off_t)off) == (ssize_t)page_size;
+    bool held[HASH_PAGES];
+    size_t pages = bytes / page_size;
+    for (size_t first = 0; ok && first < pages; first += HASH_PAGES) {
+        size_t k = pages - first < HASH_PAGES ? pages - first : HASH_PAGES;
+        host_pages_held(lo + first * page_size, k, held);
+        for (size_t i = 0; ok && i < k; i++) {
+            const char *at = lo + (first + i) * page_size;
+            if (!held[i] || host_all_zero(at, page_size)) continue;
+            ok = pwrite(fd, at, page_size, (off_t)(at - lo)) == (ssize_t)page_size;
+        }
     }
     close_file(fd);
     /* link, not rename: where another process stored the same bytes first, its file stays */
@@ -197,13 +204,11 @@ static bool store_bytes(const char *name, const char *lo, size_t bytes)
     return ok;
 }
 
-/* The store's file of the bytes hashed `h`, opened; -1 where there is none
- * yet (the first time, a marker is left; the second, the file is made). */
-static int stored_file(const char *lo, size_t bytes, uint64_t h)
+/* The store's file `name` for the region, opened; -1 where there is none yet
+ * (the first time, a marker is left; the second, the file is made). */
+static int stored_file(const char *name, const char *lo, size_t bytes)
 {
-    char name[4096], marker[4096 + 8];
-    if (snprintf(name, sizeof name, "%s-%zx-%016llx", store, bytes, (unsigned long long)h) >= (int)sizeof name)
-        return -1;
+    char marker[4096 + 8];
     int fd = open(name, O_RDONLY | O_CLOEXEC);
     if (fd >= 0) return fd;
     snprintf(marker, sizeof marker, "%s.seen", name);
@@ -216,35 +221,81 @@ static int stored_file(const char *lo, size_t bytes, uint64_t h)
     return open(name, O_RDONLY | O_CLOEXEC);
 }
 
-/* ---- replacing a region by the store's file -------------------------------- */
+/* ---- replacing a region's pages by the store's file ------------------------ */
+
+/* Whether page i of the region equals the file's (`file`: mapped, `data`:
+ * the file holds data there, not a hole). A hole is compared without reading
+ * it: reading would fill it. */
+static bool same_page(const char *lo, const char *file, size_t i, bool held, bool data)
+{
+    const char *at = lo + i * page_size;
+    if (data) return held && memcmp(at, file + i * page_size, page_size) == 0;
+    return !held || host_all_zero(at, page_size);
+}
+
+/* The file's data extent [*lo, *hi) (bytes) at or after `from`; an empty one
+ * past the end where there is no more. */
+static void next_data(int fd, off_t from, off_t end, off_t *lo, off_t *hi)
+{
+    *lo = lseek(fd, from, SEEK_DATA);
+    if (*lo < 0) { /* ENXIO: only a hole follows */
+        *lo = *hi = end;
+        return;
+    }
+    *hi = lseek(fd, *lo, SEEK_HOLE);
+    if (*hi < 0) *hi = end;
+}
+
+/* Maps the file (private: copy on write) over each run of the region's pages
+ * that equal the file's. */
+static void map_equal_runs(char *lo, size_t bytes, int fd, const char *file)
+{
+    size_t pages = bytes / page_size, run = 0;
+    bool held[HASH_PAGES];
+    off_t data_lo, data_hi;
+    next_data(fd, 0, (off_t)bytes, &data_lo, &data_hi);
+    for (size_t i = 0; i <= pages; i++) {
+        bool same = false;
+        if (i < pages) {
+            if (i % HASH_PAGES == 0) host_pages_held(lo + i * page_size, pages - i < HASH_PAGES ? pages - i : HASH_PAGES, held);
+            off_t at = (off_t)(i * page_size);
+            if (at >= data_hi) next_data(fd, at, (off_t)bytes, &data_lo, &data_hi);
+            same = same_page(lo, file, i, held[i % HASH_PAGES], at >= data_lo && at < data_hi);
+        }
+        if (same) continue;
+        if (i > run) {
+            /* Past the checks before, the kernel refuses a fixed mapping
+             * only for want of memory, possibly after removing the old one:
+             * then the bytes are gone, and the process must stop. */
+            char *at = lo + run * page_size;
+            size_t n = (i - run) * page_size;
+            if (mmap(at, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, (off_t)(run * page_size)) != at) {
+                static const char msg[] = "ncclsim: mapping shared pages failed; stopping\n";
+                if (write(2, msg, sizeof msg - 1) < 0) abort();
+                abort();
+            }
+        }
+        run = i + 1;
+    }
+}
 
 static void replace(char *lo, size_t bytes, int fd)
 {
     struct stat st;
     if (fstat(fd, &st) != 0 || (size_t)st.st_size != bytes) return;
-    void *file = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *file = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
     if (file == MAP_FAILED) return;
     pthread_mutex_lock(&replacing);
     if (handler_in_place()) {
         atomic_store(&busy_lo, (uintptr_t)lo);
         atomic_store(&busy_hi, (uintptr_t)lo + bytes);
         if (mprotect(lo, bytes, PROT_READ) == 0) {
-            if (memcmp(lo, file, bytes) == 0) {
-                /* Past the checks above the kernel refuses a fixed mapping
-                 * only for want of memory, possibly after removing the old
-                 * one: then the bytes are gone, and the process must stop. */
-                if (mmap(lo, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED, fd, 0) != lo) {
-                    static const char msg[] = "ncclsim: mapping shared pages failed; stopping\n";
-                    if (write(2, msg, sizeof msg - 1) < 0) abort();
-                    abort();
-                }
-                unsigned slot = atomic_fetch_add(&recent_next, 1) % RECENT;
-                __atomic_store_n(&recent[slot].hi, 0, __ATOMIC_RELEASE);
-                __atomic_store_n(&recent[slot].lo, (uintptr_t)lo, __ATOMIC_RELEASE);
-                __atomic_store_n(&recent[slot].hi, (uintptr_t)lo + bytes, __ATOMIC_RELEASE);
-            } else {
-                mprotect(lo, bytes, PROT_READ | PROT_WRITE);
-            }
+            map_equal_runs(lo, bytes, fd, file);
+            mprotect(lo, bytes, PROT_READ | PROT_WRITE); /* the pages that stayed the region's own */
+            unsigned slot = atomic_fetch_add(&recent_next, 1) % RECENT;
+            __atomic_store_n(&recent[slot].hi, 0, __ATOMIC_RELEASE);
+            __atomic_store_n(&recent[slot].lo, (uintptr_t)lo, __ATOMIC_RELEASE);
+            __atomic_store_n(&recent[slot].hi, (uintptr_t)lo + bytes, __ATOMIC_RELEASE);
         }
         atomic_store(&busy_hi, 0);
         atomic_store(&busy_lo, 0);
@@ -253,32 +304,44 @@ static void replace(char *lo, size_t bytes, int fd)
     munmap(file, bytes);
 }
 
-/* False where nothing is written in the region yet: NCCL may not have
- * written it before the call that brought it here (its memory stack zeroes
- * the next allocation with a memset, and only then are the peers written). */
-static bool share(struct region r)
+/* NCCL may not have written a region yet when it is first looked at (its
+ * memory stack zeroes the next allocation with a memset, and only then are
+ * the peers written). A region with data in at least half its pages (NCCL's
+ * peers: all) is looked up by its bytes, equal wherever it lies; one with a
+ * few data pages in many (NCCL's pool of proxy operations, a pointer every 8
+ * pages; its topology system) by its place: its pointers are the same bytes
+ * only in the same place (placed_memory.c), and the pages that differ (the
+ * operations used so far) stay its own. */
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, bool early)
 {
-    size_t bytes = r.hi - r.lo;
+    size_t bytes = hi - lo, pages = bytes / page_size;
     uint64_t h;
-    enum written w = region_hash((const char *)r.lo, bytes / page_size, &h);
-    if (w != DENSE) return w != NOTHING_WRITTEN;
-    int fd = stored_file((const char *)r.lo, bytes, h);
+    long written = region_hash((const char *)lo, pages, &h);
+    if (written < 0) return SHARE_DONE;
+    if (written == 0) return SHARE_LATER_UNWRITTEN;
+    char name[4096];
+    int n;
+    /* A sparse region too small to ever hold PLACED_MIN_PAGES of data while
+     * sparse, or not placed, holds little memory (NCCL's pools of proxy
+     * connections: a page of a hundred; hundreds of them). */
+    bool placeable = pages >= 2 * PLACED_MIN_PAGES && host_placed(lo);
+    if (2 * (size_t)written >= pages)
+        n = snprintf(name, sizeof name, "%s-%zx-%016llx", store, bytes, (unsigned long long)h);
+    else if (!placeable)
+        return SHARE_DONE;
+    else if ((size_t)written >= PLACED_MIN_PAGES)
+        n = snprintf(name, sizeof name, "%s-%zx-at%llx", store, bytes, (unsigned long long)lo);
+    else if (early)
+        return SHARE_LATER_SPARSE; /* written bit by bit (NCCL's topology system): later */
+    else
+        return SHARE_DONE;
+    if (n >= (int)sizeof name) return SHARE_DONE;
+    int fd = stored_file(name, (const char *)lo, bytes);
     if (fd >= 0) {
-        replace((char *)r.lo, bytes, fd);
+        replace((char *)lo, bytes, fd);
         close_file(fd);
     }
-    return true;
-}
-
-/* A thread's regions wait for its next calloc or memset; the oldest that is
- * still unwritten when a fifth comes is forgotten. */
-static void note(char *lo, size_t bytes)
-{
-    if (pending_count == PENDING) {
-        for (unsigned i = 1; i < PENDING; i++) pending[i - 1] = pending[i];
-        pending_count--;
-    }
-    pending[pending_count++] = (struct region){(uintptr_t)lo, (uintptr_t)lo + bytes};
+    return SHARE_DONE;
 }
 
 /* ---- NCCL's allocations ------------------------------------------------------ */
@@ -290,9 +353,12 @@ static aligned_alloc_fn *real_aligned_alloc;
 static __thread bool resolving;
 
 /* What calloc returns while dlsym looks for libc's (dlsym may allocate). */
+static _Alignas(16) char arena[16384];
+
+bool host_early_allocation(const void *p) { return (const char *)p >= arena && (const char *)p < arena + sizeof arena; }
+
 static void *early_calloc(size_t bytes)
 {
-    static _Alignas(16) char arena[16384];
     static size_t used;
     if (bytes > sizeof arena) return NULL;
     size_t at = __atomic_fetch_add(&used, (bytes + 15) & ~(size_t)15, __ATOMIC_RELAXED);
@@ -308,9 +374,10 @@ __attribute__((constructor)) static void find_allocators(void)
 }
 
 /* NCCL's ncclCalloc (malloc and memset, which the compiler makes a calloc).
- * A large one starts on a page of its own, so that equal structures are equal
- * pages wherever the allocator would have put them; free() takes it back as
- * any aligned allocation. */
+ * A large one is placed where the other processes place theirs
+ * (placed_memory.c), or else starts on a page of its own, so that equal
+ * structures are equal pages wherever the allocator would have put them
+ * (free() takes it back as any aligned allocation). */
 EXPORT void *calloc(size_t n, size_t size)
 {
     size_t bytes;
@@ -322,12 +389,17 @@ EXPORT void *calloc(size_t n, size_t size)
         fn = __atomic_load_n(&real_calloc, __ATOMIC_ACQUIRE);
         if (!fn) return early_calloc(bytes);
     }
-    if (pending_count) host_share_pending();
+    if (host_share_due()) host_share_pending();
     if (bytes == SIZE_MAX || !wanted(bytes) || !real_aligned_alloc ||
         !(host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL))
         return fn(n, size);
     size_t whole = (bytes + page_size - 1) & ~(page_size - 1);
-    char *p = real_aligned_alloc(page_size, whole);
+    char *p = host_place(whole);
+    if (p) {
+        host_note_region((uintptr_t)p, (uintptr_t)p + whole);
+        return p;
+    }
+    p = real_aligned_alloc(page_size, whole);
     if (!p) return fn(n, size);
     /* zeroed as calloc zeroes fresh memory: without taking pages (the whole
      * allocation is ours, pages that held another one's data included) */
@@ -335,25 +407,6 @@ EXPORT void *calloc(size_t n, size_t size)
         free(p);
         return fn(n, size);
     }
-    note(p, bytes & ~(page_size - 1));
+    host_note_region((uintptr_t)p, (uintptr_t)p + (bytes & ~(page_size - 1)));
     return p;
 }
-
-void host_share_pending(void)
-{
-    static __thread bool settling; /* the memsets below do not come back here */
-    if (settling) return;
-    settling = true;
-    struct region now[PENDING], unwritten[PENDING];
-    unsigned n = pending_count, kept = 0;
-    for (unsigned i = 0; i < n; i++) now[i] = pending[i];
-    pending_count = 0;
-    int saved = errno;
-    for (unsigned i = 0; i < n; i++)
-        if (!share(now[i])) unwritten[kept++] = now[i];
-    for (unsigned i = 0; i < kept && pending_count < PENDING; i++) pending[pending_count++] = unwritten[i];
-    errno = saved;
-    settling = false;
-}
-
-bool host_share_due(void) { return pending_count != 0; }

@@ -1,0 +1,152 @@
+/* Part of libncclsim-host.so: NCCL's large allocations at the same address
+ * in every process of a run.
+ *
+ * NCCL's proxy keeps, per rank, a pool of 2,048 operations of 33 KB each
+ * (68 MB, ncclCalloc'd) and chains them at once: a pointer to the next in
+ * each, one word per 8 pages, 8 MB of pages per rank that differ from rank to
+ * rank only by where the allocator put the pool. Placed at the same address
+ * in every process, the pools of different processes hold the same bytes and
+ * can share their pages (shared_pages.c).
+ *
+ * An allocation of a given size takes the lowest free slot of that size's
+ * lane: lanes of 128 GiB from 16 TiB up, far from what the kernel hands out
+ * (top-down from the 128 TiB end, programs and heaps near 85 TiB), chosen by
+ * a hash of the size, so that the processes of a run, making the same
+ * allocations, put them in the same places. A lane taken by another size,
+ * full, or an address already in use leave the allocation to the allocator
+ * (not shared, the same bytes). free, realloc and malloc_usable_size know the
+ * placed ones by their address. */
+#include <errno.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../common/hash_mix.h"
+#include "interpose.h"
+
+#define PLACED_BASE ((uintptr_t)16 << 40)
+#define LANE_BYTES ((uintptr_t)128 << 30)
+#define LANES 256 /* 32 TiB in all */
+#define SLOTS 1024
+
+struct lane {
+    size_t bytes; /* the size whose lane it is; 0: none yet */
+    uint64_t used[SLOTS / 64];
+};
+
+static struct lane lanes[LANES];
+static pthread_mutex_t lanes_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A fork waits for a placement to end (the child has one thread: the lock
+ * would never be released). */
+static void before_fork(void) { pthread_mutex_lock(&lanes_lock); }
+static void after_fork(void) { pthread_mutex_unlock(&lanes_lock); }
+__attribute__((constructor)) static void lock_at_fork(void) { pthread_atfork(before_fork, after_fork, after_fork); }
+
+bool host_placed(uintptr_t p) { return p - PLACED_BASE < (uintptr_t)LANES * LANE_BYTES; }
+
+void *host_place(size_t bytes)
+{
+    if (!bytes || bytes % 4096 || bytes > LANE_BYTES) return NULL;
+    unsigned l = (unsigned)(fc_hash_mix(FC_HASH_SEED, bytes) % LANES);
+    struct lane *lane = &lanes[l];
+    size_t slots = LANE_BYTES / bytes < SLOTS ? LANE_BYTES / bytes : SLOTS;
+    void *placed = NULL;
+    pthread_mutex_lock(&lanes_lock);
+    if (!lane->bytes) lane->bytes = bytes;
+    for (size_t k = 0; lane->bytes == bytes && k < slots && !placed; k++) {
+        if (lane->used[k / 64] >> (k % 64) & 1) continue;
+        char *want = (char *)(PLACED_BASE + l * LANE_BYTES + k * bytes);
+        char *p = mmap(want, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+        if (p == want) {
+            lane->used[k / 64] |= (uint64_t)1 << (k % 64);
+            placed = p;
+        } else if (p != MAP_FAILED) {
+            munmap(p, bytes); /* a kernel without MAP_FIXED_NOREPLACE (before 4.17) took it as a hint */
+            break;
+        } else if (errno != EEXIST) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lanes_lock);
+    return placed;
+}
+
+/* The size of the placed allocation at p; 0 where p starts none. */
+static size_t placed_size(uintptr_t p)
+{
+    uintptr_t l = (p - PLACED_BASE) / LANE_BYTES, off = (p - PLACED_BASE) % LANE_BYTES;
+    size_t bytes = __atomic_load_n(&lanes[l].bytes, __ATOMIC_RELAXED);
+    if (!bytes || off % bytes || off / bytes >= SLOTS) return 0;
+    size_t k = off / bytes;
+    return __atomic_load_n(&lanes[l].used[k / 64], __ATOMIC_RELAXED) >> (k % 64) & 1 ? bytes : 0;
+}
+
+/* Takes the placed allocation at p back; false where p starts none. */
+static bool unplace(uintptr_t p)
+{
+    pthread_mutex_lock(&lanes_lock);
+    size_t bytes = placed_size(p);
+    if (bytes) {
+        uintptr_t l = (p - PLACED_BASE) / LANE_BYTES, k = (p - PLACED_BASE) % LANE_BYTES / bytes;
+        munmap((void *)p, bytes);
+        lanes[l].used[k / 64] &= ~((uint64_t)1 << (k % 64));
+    }
+    pthread_mutex_unlock(&lanes_lock);
+    return bytes != 0;
+}
+
+/* ---- the allocator's functions, for placed allocations ----------------- */
+
+typedef void free_fn(void *);
+static free_fn *real_free;
+
+/* libc's free; calls while dlsym looks for it (dlsym may allocate and free
+ * its own memory, from shared_pages.c's early arena) leave that memory be. */
+static free_fn *find_free(void)
+{
+    static __thread bool resolving;
+    free_fn *fn = __atomic_load_n(&real_free, __ATOMIC_ACQUIRE);
+    if (fn || resolving) return fn;
+    resolving = true;
+    fn = (free_fn *)dlsym(RTLD_NEXT, "free");
+    resolving = false;
+    __atomic_store_n(&real_free, fn, __ATOMIC_RELEASE);
+    return fn;
+}
+
+EXPORT void free(void *p)
+{
+    /* NCCL's large allocations start on a page: only those may wait to be shared */
+    if (((uintptr_t)p & 4095) == 0 && p) host_forget_region((uintptr_t)p);
+    if (host_placed((uintptr_t)p) && unplace((uintptr_t)p)) return;
+    if (host_early_allocation(p)) return;
+    free_fn *fn = find_free();
+    if (fn) fn(p);
+}
+
+EXPORT void *realloc(void *p, size_t n)
+{
+    if (((uintptr_t)p & 4095) == 0 && p) host_forget_region((uintptr_t)p);
+    size_t bytes = host_placed((uintptr_t)p) ? placed_size((uintptr_t)p) : 0;
+    if (!bytes) {
+        REAL(realloc);
+        return fn_(p, n);
+    }
+    void *q = n ? malloc(n) : NULL;
+    if (n && !q) return NULL; /* p stays, as realloc leaves it */
+    if (q) memcpy(q, p, n < bytes ? n : bytes);
+    unplace((uintptr_t)p);
+    return q;
+}
+
+EXPORT size_t malloc_usable_size(void *p)
+{
+    size_t bytes = host_placed((uintptr_t)p) ? placed_size((uintptr_t)p) : 0;
+    if (bytes) return bytes;
+    REAL(malloc_usable_size);
+    return fn_(p);
+}
