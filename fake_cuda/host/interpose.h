@@ -82,10 +82,12 @@ bool host_early_allocation(const void *p);
 
 /* shared_pages.c: NCCL's large callocs shared among the processes of a run.
  * A region [lo, hi) is shared (SHARE_DONE: also where it cannot be), or not
- * yet: nothing written, or, looked at `early` (at its thread's next calloc
- * or memset), too little written so far in a large sparse region. */
+ * yet: nothing written, or, looked at early (by its thread, which may still
+ * be writing it: `resident_before` its pages in memory at the last look, -1
+ * at the first, updated), a large sparse region that grew since or holds
+ * too little yet. NULL: now (the region is as written as it will be). */
 enum shared { SHARE_DONE, SHARE_LATER_UNWRITTEN, SHARE_LATER_SPARSE };
-enum shared host_share_region(uintptr_t lo, uintptr_t hi, bool early);
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before);
 
 /* pending_regions.c: the regions waiting to be shared. A region is noted
  * once allocated and forgotten when freed (free waits where it is being

@@ -30,7 +30,7 @@
 #define PLACED_BASE ((uintptr_t)16 << 40)
 #define LANE_BYTES ((uintptr_t)128 << 30)
 #define LANES 256 /* 32 TiB in all */
-#define SLOTS 1024
+#define SLOTS 4096 /* NCCL's pools of proxy connections: more than a thousand per process at 64 hosts */
 
 struct lane {
     size_t bytes; /* the size whose lane it is; 0: none yet */
@@ -56,13 +56,13 @@ void *host_place(size_t bytes)
     size_t slots = LANE_BYTES / bytes < SLOTS ? LANE_BYTES / bytes : SLOTS;
     void *placed = NULL;
     pthread_mutex_lock(&lanes_lock);
-    if (!lane->bytes) lane->bytes = bytes;
+    if (!lane->bytes) __atomic_store_n(&lane->bytes, bytes, __ATOMIC_RELAXED); /* read without the lock */
     for (size_t k = 0; lane->bytes == bytes && k < slots && !placed; k++) {
         if (lane->used[k / 64] >> (k % 64) & 1) continue;
         char *want = (char *)(PLACED_BASE + l * LANE_BYTES + k * bytes);
         char *p = mmap(want, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
         if (p == want) {
-            lane->used[k / 64] |= (uint64_t)1 << (k % 64);
+            __atomic_fetch_or(&lane->used[k / 64], (uint64_t)1 << (k % 64), __ATOMIC_RELAXED);
             placed = p;
         } else if (p != MAP_FAILED) {
             munmap(p, bytes); /* a kernel without MAP_FIXED_NOREPLACE (before 4.17) took it as a hint */
@@ -93,7 +93,7 @@ static bool unplace(uintptr_t p)
     if (bytes) {
         uintptr_t l = (p - PLACED_BASE) / LANE_BYTES, k = (p - PLACED_BASE) % LANE_BYTES / bytes;
         munmap((void *)p, bytes);
-        lanes[l].used[k / 64] &= ~((uint64_t)1 << (k % 64));
+        __atomic_fetch_and(&lanes[l].used[k / 64], ~((uint64_t)1 << (k % 64)), __ATOMIC_RELAXED);
     }
     pthread_mutex_unlock(&lanes_lock);
     return bytes != 0;

@@ -54,8 +54,8 @@
 #define DEFAULT_MIN ((size_t)256 << 10)
 #define RECENT 16       /* replaced regions a late fault may still hit */
 #define HASH_PAGES 4096 /* pages asked about per mincore or pagemap read */
-/* A sparse region is shared by its place from 256 KiB of data on (NCCL's pool
- * of proxy operations: 8 MB). */
+/* A sparse region of at least twice this is shared by its place from this
+ * much data on (NCCL's pool of proxy operations: 2,048 pages of data). */
 #define PLACED_MIN_PAGES 64
 
 struct region {
@@ -175,6 +175,19 @@ static long region_hash(const char *lo, size_t pages, uint64_t *hash)
     }
     *hash = h;
     return written;
+}
+
+/* How many of the region's pages are in memory; -1 where it is gone. */
+static long resident_pages(const char *lo, size_t pages)
+{
+    unsigned char in[HASH_PAGES];
+    long resident = 0;
+    for (size_t first = 0; first < pages; first += HASH_PAGES) {
+        size_t k = pages - first < HASH_PAGES ? pages - first : HASH_PAGES;
+        if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return -1;
+        for (size_t i = 0; i < k; i++) resident += in[i] & 1;
+    }
+    return resident;
 }
 
 /* Writes the region's nonzero pages to a new file of the store named `name`
@@ -312,29 +325,36 @@ static void replace(char *lo, size_t bytes, int fd)
  * pages; its topology system) by its place: its pointers are the same bytes
  * only in the same place (placed_memory.c), and the pages that differ (the
  * operations used so far) stay its own. */
-enum shared host_share_region(uintptr_t lo, uintptr_t hi, bool early)
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before)
 {
     size_t bytes = hi - lo, pages = bytes / page_size;
+    bool early = resident_before != NULL;
+    /* A sparse region too small to ever hold PLACED_MIN_PAGES of data while
+     * sparse, or not placed, holds little memory (NCCL's pools of proxy
+     * connections: 400 KiB, whose pages NCCL writes again after its init). */
+    bool placeable = pages >= 2 * PLACED_MIN_PAGES && host_placed(lo);
+    if (early && placeable) { /* a sparse one waits until it stops growing (cheap to tell: no bytes read) */
+        long resident = resident_pages((const char *)lo, pages);
+        if (resident < 0) return SHARE_DONE;
+        bool grew = resident != *resident_before;
+        *resident_before = resident;
+        if (resident == 0) return SHARE_LATER_UNWRITTEN;
+        if (2 * (size_t)resident < pages && (grew || resident < PLACED_MIN_PAGES)) return SHARE_LATER_SPARSE;
+    }
     uint64_t h;
     long written = region_hash((const char *)lo, pages, &h);
     if (written < 0) return SHARE_DONE;
     if (written == 0) return SHARE_LATER_UNWRITTEN;
     char name[4096];
     int n;
-    /* A sparse region too small to ever hold PLACED_MIN_PAGES of data while
-     * sparse, or not placed, holds little memory (NCCL's pools of proxy
-     * connections: a page of a hundred; hundreds of them). */
-    bool placeable = pages >= 2 * PLACED_MIN_PAGES && host_placed(lo);
-    if (2 * (size_t)written >= pages)
+    if (2 * (size_t)written >= pages) /* the same bytes wherever they lie (NCCL's peers) */
         n = snprintf(name, sizeof name, "%s-%zx-%016llx", store, bytes, (unsigned long long)h);
     else if (!placeable)
         return SHARE_DONE;
     else if ((size_t)written >= PLACED_MIN_PAGES)
         n = snprintf(name, sizeof name, "%s-%zx-at%llx", store, bytes, (unsigned long long)lo);
-    else if (early)
-        return SHARE_LATER_SPARSE; /* written bit by bit (NCCL's topology system): later */
     else
-        return SHARE_DONE;
+        return early ? SHARE_LATER_SPARSE : SHARE_DONE;
     if (n >= (int)sizeof name) return SHARE_DONE;
     int fd = stored_file(name, (const char *)lo, bytes);
     if (fd >= 0) {
