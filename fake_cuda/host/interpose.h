@@ -73,12 +73,12 @@ void host_pages_held(const char *lo, size_t n, bool *held);
  * the other processes of the run give an allocation of that size made in the
  * same order; NULL where there is none (the allocator's then). */
 void *host_place(size_t bytes);
-/* placed_memory.c: whether p lies where placed allocations go. */
+/* placed_memory.c: whether p lies where placed allocations go; the size of
+ * the placed allocation that starts at p (0: none); taking it back (false:
+ * none starts at p). */
 bool host_placed(uintptr_t p);
-
-/* shared_pages.c: whether p is memory calloc handed out while libc's was not
- * known yet (never given back). */
-bool host_early_allocation(const void *p);
+size_t host_placed_size(uintptr_t p);
+bool host_unplace(uintptr_t p);
 
 /* shared_pages.c: NCCL's large callocs shared among the processes of a run.
  * A region [lo, hi) is shared (SHARE_DONE: also where it cannot be), or not
@@ -88,6 +88,9 @@ bool host_early_allocation(const void *p);
  * too little yet. NULL: now (the region is as written as it will be). */
 enum shared { SHARE_DONE, SHARE_LATER_UNWRITTEN, SHARE_LATER_SPARSE };
 enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before);
+/* shared_pages.c: whether a calloc of NCCL's of `bytes` is to be shared (a
+ * store is set, and it is large enough). */
+bool host_share_wanted(size_t bytes);
 
 /* pending_regions.c: the regions waiting to be shared. A region is noted
  * once allocated and forgotten when freed (free waits where it is being

@@ -15,7 +15,7 @@
  * allocations, put them in the same places. A lane taken by another size,
  * full, or an address already in use leave the allocation to the allocator
  * (not shared, the same bytes). free, realloc and malloc_usable_size know the
- * placed ones by their address. */
+ * placed ones by their address (nccl_allocations.c). */
 #include <errno.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -75,8 +75,7 @@ void *host_place(size_t bytes)
     return placed;
 }
 
-/* The size of the placed allocation at p; 0 where p starts none. */
-static size_t placed_size(uintptr_t p)
+size_t host_placed_size(uintptr_t p)
 {
     uintptr_t l = (p - PLACED_BASE) / LANE_BYTES, off = (p - PLACED_BASE) % LANE_BYTES;
     size_t bytes = __atomic_load_n(&lanes[l].bytes, __ATOMIC_RELAXED);
@@ -85,11 +84,10 @@ static size_t placed_size(uintptr_t p)
     return __atomic_load_n(&lanes[l].used[k / 64], __ATOMIC_RELAXED) >> (k % 64) & 1 ? bytes : 0;
 }
 
-/* Takes the placed allocation at p back; false where p starts none. */
-static bool unplace(uintptr_t p)
+bool host_unplace(uintptr_t p)
 {
     pthread_mutex_lock(&lanes_lock);
-    size_t bytes = placed_size(p);
+    size_t bytes = host_placed_size(p);
     if (bytes) {
         uintptr_t l = (p - PLACED_BASE) / LANE_BYTES, k = (p - PLACED_BASE) % LANE_BYTES / bytes;
         munmap((void *)p, bytes);
@@ -97,56 +95,4 @@ static bool unplace(uintptr_t p)
     }
     pthread_mutex_unlock(&lanes_lock);
     return bytes != 0;
-}
-
-/* ---- the allocator's functions, for placed allocations ----------------- */
-
-typedef void free_fn(void *);
-static free_fn *real_free;
-
-/* libc's free; calls while dlsym looks for it (dlsym may allocate and free
- * its own memory, from shared_pages.c's early arena) leave that memory be. */
-static free_fn *find_free(void)
-{
-    static __thread bool resolving;
-    free_fn *fn = __atomic_load_n(&real_free, __ATOMIC_ACQUIRE);
-    if (fn || resolving) return fn;
-    resolving = true;
-    fn = (free_fn *)dlsym(RTLD_NEXT, "free");
-    resolving = false;
-    __atomic_store_n(&real_free, fn, __ATOMIC_RELEASE);
-    return fn;
-}
-
-EXPORT void free(void *p)
-{
-    /* NCCL's large allocations start on a page: only those may wait to be shared */
-    if (((uintptr_t)p & 4095) == 0 && p) host_forget_region((uintptr_t)p);
-    if (host_placed((uintptr_t)p) && unplace((uintptr_t)p)) return;
-    if (host_early_allocation(p)) return;
-    free_fn *fn = find_free();
-    if (fn) fn(p);
-}
-
-EXPORT void *realloc(void *p, size_t n)
-{
-    if (((uintptr_t)p & 4095) == 0 && p) host_forget_region((uintptr_t)p);
-    size_t bytes = host_placed((uintptr_t)p) ? placed_size((uintptr_t)p) : 0;
-    if (!bytes) {
-        REAL(realloc);
-        return fn_(p, n);
-    }
-    void *q = n ? malloc(n) : NULL;
-    if (n && !q) return NULL; /* p stays, as realloc leaves it */
-    if (q) memcpy(q, p, n < bytes ? n : bytes);
-    unplace((uintptr_t)p);
-    return q;
-}
-
-EXPORT size_t malloc_usable_size(void *p)
-{
-    size_t bytes = host_placed((uintptr_t)p) ? placed_size((uintptr_t)p) : 0;
-    if (bytes) return bytes;
-    REAL(malloc_usable_size);
-    return fn_(p);
 }

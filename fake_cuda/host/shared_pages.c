@@ -10,8 +10,8 @@
  *
  * Here such regions are shared. A large calloc of NCCL's (at least
  * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) is placed, or else starts on a
- * page of its own, and is noted (pending_regions.c says when it is looked
- * at). A region with data in at least half its pages is looked up by size and
+ * page of its own, and is noted (nccl_allocations.c; pending_regions.c says
+ * when it is looked at). A region with data in at least half its pages is looked up by size and
  * hash of its bytes, a large one with data in fewer (pointers) by size and
  * place, in a store that the processes of the run on this machine share
  * (files named NCCLSIM_SHARED_PAGES-<size>-<hash> or -at<address>; launch puts
@@ -86,7 +86,7 @@ __attribute__((constructor)) static void read_settings(void)
     if (dir && *dir && pthread_atfork(before_fork, after_fork, after_fork) == 0) store = dir;
 }
 
-static bool wanted(size_t bytes) { return store && bytes >= share_min; }
+bool host_share_wanted(size_t bytes) { return store && bytes >= share_min; }
 
 /* ---- a write during a replacement waits for it ---------------------------- */
 
@@ -362,71 +362,4 @@ enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before)
         close_file(fd);
     }
     return SHARE_DONE;
-}
-
-/* ---- NCCL's allocations ------------------------------------------------------ */
-
-typedef void *calloc_fn(size_t, size_t);
-typedef void *aligned_alloc_fn(size_t, size_t);
-static calloc_fn *real_calloc;
-static aligned_alloc_fn *real_aligned_alloc;
-static __thread bool resolving;
-
-/* What calloc returns while dlsym looks for libc's (dlsym may allocate). */
-static _Alignas(16) char arena[16384];
-
-bool host_early_allocation(const void *p) { return (const char *)p >= arena && (const char *)p < arena + sizeof arena; }
-
-static void *early_calloc(size_t bytes)
-{
-    static size_t used;
-    if (bytes > sizeof arena) return NULL;
-    size_t at = __atomic_fetch_add(&used, (bytes + 15) & ~(size_t)15, __ATOMIC_RELAXED);
-    return at <= sizeof arena - bytes ? arena + at : NULL; /* static memory is zero */
-}
-
-__attribute__((constructor)) static void find_allocators(void)
-{
-    resolving = true;
-    __atomic_store_n(&real_aligned_alloc, (aligned_alloc_fn *)dlsym(RTLD_NEXT, "aligned_alloc"), __ATOMIC_RELEASE);
-    __atomic_store_n(&real_calloc, (calloc_fn *)dlsym(RTLD_NEXT, "calloc"), __ATOMIC_RELEASE);
-    resolving = false;
-}
-
-/* NCCL's ncclCalloc (malloc and memset, which the compiler makes a calloc).
- * A large one is placed where the other processes place theirs
- * (placed_memory.c), or else starts on a page of its own, so that equal
- * structures are equal pages wherever the allocator would have put them
- * (free() takes it back as any aligned allocation). */
-EXPORT void *calloc(size_t n, size_t size)
-{
-    size_t bytes;
-    if (__builtin_mul_overflow(n, size, &bytes)) bytes = SIZE_MAX;
-    calloc_fn *fn = __atomic_load_n(&real_calloc, __ATOMIC_ACQUIRE);
-    if (!fn) {
-        if (resolving) return early_calloc(bytes);
-        find_allocators();
-        fn = __atomic_load_n(&real_calloc, __ATOMIC_ACQUIRE);
-        if (!fn) return early_calloc(bytes);
-    }
-    if (host_share_due()) host_share_pending();
-    if (bytes == SIZE_MAX || !wanted(bytes) || !real_aligned_alloc ||
-        !(host_caller(__builtin_return_address(0)) & HOST_CALLER_NCCL))
-        return fn(n, size);
-    size_t whole = (bytes + page_size - 1) & ~(page_size - 1);
-    char *p = host_place(whole);
-    if (p) {
-        host_note_region((uintptr_t)p, (uintptr_t)p + whole);
-        return p;
-    }
-    p = real_aligned_alloc(page_size, whole);
-    if (!p) return fn(n, size);
-    /* zeroed as calloc zeroes fresh memory: without taking pages (the whole
-     * allocation is ours, pages that held another one's data included) */
-    if (!host_drop_private(p, whole)) {
-        free(p);
-        return fn(n, size);
-    }
-    host_note_region((uintptr_t)p, (uintptr_t)p + (bytes & ~(page_size - 1)));
-    return p;
 }
