@@ -7,8 +7,8 @@
  *    that finds them written;
  *  - the pool of proxy operations, chained at once by the progress thread,
  *    which may allocate nothing more: looked at when that thread idles;
- *  - the topology system, filled bit by bit early in NCCL's init and then
- *    read through the rest of it (minutes at 128 hosts): a sparse region is
+ *  - structures of its init, filled bit by bit and then read through the
+ *    rest of it (minutes at 128 hosts): a sparse region is
  *    looked at again by its thread after STABLE_FIRST_MS, then twice as long
  *    each time, up to STABLE_MAX_MS, and shared once it has as many pages in
  *    memory as the time before, or when that thread ends (NCCL's init jobs

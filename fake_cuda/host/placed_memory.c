@@ -17,11 +17,8 @@
  * (not shared, the same bytes). free, realloc and malloc_usable_size know the
  * placed ones by their address (nccl_allocations.c). */
 #include <errno.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 
 #include "../common/hash_mix.h"

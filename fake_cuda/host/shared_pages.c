@@ -3,10 +3,10 @@
  * ncclCalloc'd) and writes a reference count in each right after allocating
  * them: 15 MB per rank at 1,024 ranks (16 channels), the same bytes in every
  * rank. Its proxy's pool of operations (8 MB of pages written per rank) and
- * its topology system (~5 MB per rank at 128 hosts) hold the same bytes in
- * every process once placed at the same address (placed_memory.c). On a
- * simulated cluster of hundreds of ranks on one machine that is much of its
- * memory.
+ * structures of its init (28.9 MB and 3.6 MB allocations per rank, holding
+ * pointers into themselves) hold the same bytes in every process once placed
+ * at the same address (placed_memory.c). On a simulated cluster of hundreds
+ * of ranks on one machine that is much of its memory.
  *
  * Here such regions are shared. A large calloc of NCCL's (at least
  * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) is placed, or else starts on a
@@ -322,7 +322,7 @@ static void replace(char *lo, size_t bytes, int fd)
  * the peers written). A region with data in at least half its pages (NCCL's
  * peers: all) is looked up by its bytes, equal wherever it lies; one with a
  * few data pages in many (NCCL's pool of proxy operations, a pointer every 8
- * pages; its topology system) by its place: its pointers are the same bytes
+ * pages; structures of its init) by its place: its pointers are the same bytes
  * only in the same place (placed_memory.c), and the pages that differ (the
  * operations used so far) stay its own. */
 enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before)
