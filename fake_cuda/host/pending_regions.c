@@ -141,7 +141,6 @@ void host_forget_region(uintptr_t lo)
     }
 }
 
-
 /* Looks at the regions `which` picks, BATCH at a time. */
 static void look(enum which which)
 {
