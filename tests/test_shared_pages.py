@@ -85,6 +85,23 @@ void *peers_while_written(size_t count, size_t size, int value, char *small, siz
 }
 """
 
+# What both drivers read of their own memory: the mappings overlapping
+# [lo, hi), each with its file (if any) and its private memory (kB).
+AREAS = r"""
+def areas(lo, hi):
+    out, cur = [], None
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and len(head) >= 5:
+            a, b = (int(x, 16) for x in head[0].split("-"))
+            cur = {"path": head[5] if len(head) > 5 else "", "anon": 0}
+            if a < hi and b > lo:
+                out.append(cur)
+        elif head[0] == "Anonymous:" and cur is not None:
+            cur["anon"] = int(head[1])
+    return out
+"""
+
 # argv: the library, the number of regions, how they are made ("plain";
 # "late": written after another zero fill; "hammer": another thread writes the
 # last one while it is shared), optionally each one's count. Prints, per
@@ -102,20 +119,6 @@ lib.peers_while_written.restype = ctypes.c_void_p
 lib.peers_late.restype = ctypes.c_void_p
 SIZE = 1040
 small = ctypes.create_string_buffer(64)
-
-def vmas(lo, hi):
-    out = []
-    cur = None
-    for line in open("/proc/self/smaps"):
-        head = line.split()
-        if "-" in head[0] and len(head) >= 5:
-            a, b = (int(x, 16) for x in head[0].split("-"))
-            cur = {"lo": a, "hi": b, "path": head[5] if len(head) > 5 else "", "anon": 0}
-            if a < hi and b > lo:
-                out.append(cur)
-        elif head[0] == "Anonymous:" and cur is not None:
-            cur["anon"] = int(head[1])
-    return out
 
 def expected(value):
     one = bytearray(SIZE)
@@ -140,9 +143,9 @@ for i in range(n):
     else:
         p = lib.peers(COUNT, SIZE, values[i])
         lib.next_fill(small, 64)
-    areas = vmas(p, p + COUNT * SIZE)
-    report.append({"files": [a["path"] for a in areas if "/" in a["path"]],
-                   "anon_kb": sum(a["anon"] for a in areas),
+    found = areas(p, p + COUNT * SIZE)
+    report.append({"files": [a["path"] for a in found if "/" in a["path"]],
+                   "anon_kb": sum(a["anon"] for a in found),
                    "intact": ctypes.string_at(p, COUNT * SIZE) == expected(values[i]), "p": p})
 # A write lands in its writer's copy alone.
 if n >= 3:
@@ -169,7 +172,7 @@ def peers_lib(tmp_path: Path) -> Path:
 
 def _run(lib: Path, env: dict[str, str], regions: int, how: str = "plain",
          values: tuple[int, ...] = ()) -> list[dict]:
-    args = [sys.executable, "-c", DRIVER, str(lib), str(regions), how]
+    args = [sys.executable, "-c", AREAS + DRIVER, str(lib), str(regions), how]
     if values:
         args.append(",".join(map(str, values)))
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
@@ -322,19 +325,6 @@ def expected(p):
     struct.pack_into("<q", b, 64, own)
     return bytes(b)
 
-def areas(lo, hi):
-    out, cur = [], None
-    for line in open("/proc/self/smaps"):
-        head = line.split()
-        if "-" in head[0] and len(head) >= 5:
-            a, b = (int(x, 16) for x in head[0].split("-"))
-            cur = {"path": head[5] if len(head) > 5 else "", "anon": 0}
-            if a < hi and b > lo:
-                out.append(cur)
-        elif head[0] == "Anonymous:" and cur is not None:
-            cur["anon"] = int(head[1])
-    return out
-
 def make():
     if how == "pool":
         return lib.pool(COUNT, SIZE, own)
@@ -388,7 +378,7 @@ def test_sparse_regions_share_the_pages_equal_in_their_place(how: str, tmp_path:
     env = _env(clean_env, lib_dir, store)
     runs = []
     for own in (11, 22, 33):
-        proc = subprocess.run([sys.executable, "-c", POOL_DRIVER, str(lib), str(own), how], env=env,
+        proc = subprocess.run([sys.executable, "-c", AREAS + POOL_DRIVER, str(lib), str(own), how], env=env,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 0, proc.stderr
         runs.append(json.loads(proc.stdout))

@@ -49,7 +49,7 @@ static struct pending list[PENDING_MAX];
 static unsigned count;
 static _Atomic unsigned total; /* count, read without the lock */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static __thread unsigned own_due; /* this thread's regions its next calloc or memset looks at */
+static __thread unsigned own_due; /* this thread's regions waiting (0: none; its calls look at nothing) */
 static __thread bool looking;       /* the memsets of a look do not start another */
 
 enum which { OWN_EARLY, OWN_ALL, ALL_OLD };
@@ -95,7 +95,7 @@ static pthread_key_t at_exit;
 static void thread_ends(void *unused)
 {
     (void)unused;
-    look(OWN_ALL);
+    host_share_idle();
 }
 static void make_key(void) { pthread_key_create(&at_exit, thread_ends); }
 
@@ -163,6 +163,7 @@ static void look(enum which which)
             picked[n++] = *p;
         }
         if (which == OWN_EARLY) own_due = own; /* those waiting for their time included */
+        if (which == OWN_ALL && n == 0) own_due = 0; /* all its own gone (or another thread's look ends them) */
         pthread_mutex_unlock(&lock);
         if (n == 0) break;
         enum shared results[BATCH];
@@ -201,9 +202,10 @@ static void look(enum which which)
 
 bool host_share_due(void) { return own_due != 0; }
 void host_share_pending(void) { look(OWN_EARLY); }
+/* On every yield of a progress thread: nothing to do unless it noted regions. */
 void host_share_idle(void)
 {
-    if (atomic_load(&total)) look(OWN_ALL);
+    if (own_due) look(OWN_ALL);
 }
 
 EXPORT void ncclsim_shared_pages_settle(void)
