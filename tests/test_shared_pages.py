@@ -392,3 +392,107 @@ def test_sparse_regions_share_the_pages_equal_in_their_place(how: str, tmp_path:
     assert third["anon_kb"] <= 16  # the page with its own values (and one the allocator may add)
     if how != "pool":  # growing at its thread's first look: shared later (stable: with no launch)
         assert third["at_first_look"] == []
+
+
+# Regions of NCCL's init that hold their last bytes only once it is over:
+# blocks of 404 KiB, a few words written in each 51,200-byte structure (a
+# thousand per process, at different places in different processes), and
+# structures of 1.2 MB written with zeros but for a page in 16.
+INIT_C = r"""
+#include <stdlib.h>
+#include <string.h>
+char *empty(size_t bytes)
+{
+    char *p = calloc(1, bytes);
+    __asm__ volatile("" : : "r"(p) : "memory"); /* not a tail call: calloc sees this library as its caller */
+    return p;
+}
+char *block(size_t bytes, long v)
+{
+    char *p = calloc(1, bytes);
+    for (size_t at = 0; at + 16 <= bytes; at += 51200) ((volatile long *)(p + at))[1] = v;
+    return p;
+}
+char *zeroed(size_t bytes, long v)
+{
+    char *p = calloc(1, bytes);
+    for (size_t at = 0; at < bytes; at += 4096) *(volatile char *)(p + at) = 0;
+    for (size_t at = 0; at < bytes; at += 16 * 4096) *(volatile long *)(p + at) = v;
+    return p;
+}
+void next_fill(char *small, size_t n) { memset(small, 0, n); }
+"""
+
+# argv: the library, how many empty regions of the size come first (another
+# place), "block" or "zeroed". Prints where the region lies, the store files
+# mapped inside it before NCCL's kernel launch and after, whether its bytes
+# are intact, its private memory (kB).
+INIT_DRIVER = r"""
+import ctypes, json, struct, sys, time
+lib = ctypes.CDLL(sys.argv[1])
+libc = ctypes.CDLL(None)
+before, how = int(sys.argv[2]), sys.argv[3]
+size = (101 if how == "block" else 293) * 4096
+make = getattr(lib, how)
+make.restype = lib.empty.restype = ctypes.c_void_p
+make.argtypes = (ctypes.c_size_t, ctypes.c_long)
+lib.empty.argtypes = (ctypes.c_size_t,)
+small = ctypes.create_string_buffer(64)
+for _ in range(before):
+    lib.empty(size)
+p = make(size, 5)
+expected = bytearray(size)
+for at in range(0, size - 15, 51200) if how == "block" else range(0, size, 16 * 4096):
+    struct.pack_into("<q", expected, at + (8 if how == "block" else 0), 5)
+
+def mapped():
+    return sorted({a["path"] for a in areas(p, p + size) if "/" in a["path"]})
+
+for wait in (0, 0.06, 0.11):  # its thread's looks: at once, after 50 ms, after 100 ms
+    time.sleep(wait)
+    lib.next_fill(small, 64)
+report = {"before_launch": mapped()}
+libc.ncclsim_shared_pages_settle()  # noted more than 100 ms before: NCCL's init is over
+found = areas(p, p + size)
+report |= {"p": p, "files": mapped(), "anon_kb": sum(a["anon"] for a in found),
+           "intact": ctypes.string_at(p, size) == bytes(expected)}
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.e2e  # three processes that wait 170 ms each: 0.6 s
+@pytest.mark.parametrize("how", ["block", "zeroed"])
+def test_regions_of_nccls_init_are_shared_at_its_launch(how: str, tmp_path: Path, lib_dir: Path,
+                                                        clean_env: dict[str, str]) -> None:
+    """A small sparse region (a block of NCCL's init) is looked up by its bytes
+    wherever it lies: as soon as it stops growing, and again at NCCL's kernel
+    launch (the first process, which left a marker, stores it then). A large
+    one with a little data and zeros written over the rest is looked up by
+    its place, at the launch only: the first process leaves a marker, the
+    second stores the bytes, the third maps them, its zeros' pages given back."""
+    src = tmp_path / "init.c"
+    src.write_text(INIT_C)
+    lib = tmp_path / "libnccl.so.2"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-Wall", "-Werror", str(src), "-o", str(lib)], check=True)
+    store = tmp_path / "store"
+    env = _env(clean_env, lib_dir, store)
+    runs = []
+    for before in (0, 1, 2) if how == "block" else (0, 0, 0):
+        proc = subprocess.run([sys.executable, "-c", AREAS + INIT_DRIVER, str(lib), str(before), how], env=env,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(json.loads(proc.stdout))
+    first, second, third = runs
+    assert all(r["intact"] for r in runs)
+    stored = [f for f in store.iterdir() if not f.name.endswith(".seen")]
+    assert len(stored) == 1, sorted(store.iterdir())
+    if how == "block":  # another place in every process, the same file
+        assert len({first["p"], second["p"], third["p"]}) == 3 and "-at" not in stored[0].name
+        assert first["before_launch"] == [] and first["files"] == [str(stored[0])]
+        assert second["before_launch"] == third["before_launch"] == [str(stored[0])]
+    else:
+        assert first["p"] == second["p"] == third["p"] and f"-at{first['p']:x}" in stored[0].name
+        assert all(r["before_launch"] == [] for r in runs)
+        assert first["files"] == [] and first["anon_kb"] >= 1100  # 293 pages written, zeros or not
+    assert second["files"] == third["files"] == [str(stored[0])]
+    assert third["anon_kb"] <= 8  # nothing of its own but a page the allocator may add

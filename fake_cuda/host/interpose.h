@@ -81,13 +81,18 @@ size_t host_placed_size(uintptr_t p);
 bool host_unplace(uintptr_t p);
 
 /* shared_pages.c: NCCL's large callocs shared among the processes of a run.
- * A region [lo, hi) is shared (SHARE_DONE: also where it cannot be), or not
- * yet: nothing written, or, looked at early (by its thread, which may still
- * be writing it: `resident_before` its pages in memory at the last look, -1
- * at the first, updated), a large sparse region that grew since or holds
- * too little yet. NULL: now (the region is as written as it will be). */
-enum shared { SHARE_DONE, SHARE_LATER_UNWRITTEN, SHARE_LATER_SPARSE };
-enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before);
+ * A region [lo, hi) is looked at `when`: early, by its thread, which may
+ * still be writing it (`resident_before`: its pages in memory at the last
+ * look, -1 at the first, updated); now, the region being as written as it
+ * will be (its thread idles or ends); or at a kernel launch of NCCL's (its
+ * init is over). It is shared (SHARE_DONE: also where it cannot be), or not
+ * yet: nothing written (SHARE_LATER_UNWRITTEN), a large sparse region that
+ * grew since or holds too little yet (SHARE_LATER_SPARSE); a small sparse
+ * one of NCCL's init, filled piece by piece until its end, is shared and
+ * looked at again at a launch (SHARE_AT_LAUNCH). */
+enum look_time { LOOK_EARLY, LOOK_NOW, LOOK_AT_LAUNCH };
+enum shared { SHARE_DONE, SHARE_LATER_UNWRITTEN, SHARE_LATER_SPARSE, SHARE_AT_LAUNCH };
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, enum look_time when, long *resident_before);
 /* shared_pages.c: whether a calloc of NCCL's of `bytes` is to be shared (a
  * store is set, and it is large enough). */
 bool host_share_wanted(size_t bytes);

@@ -14,7 +14,11 @@
  *    memory as the time before, or when that thread ends (NCCL's init jobs
  *    in a group run in threads of their own); or, from any thread, at a
  *    kernel launch of NCCL's (init is over then) once noted for
- *    LAUNCH_AGE_NS.
+ *    LAUNCH_AGE_NS;
+ *  - blocks of its init (404 KiB, a few words in each 51,200-byte
+ *    structure), shared once they stop growing, are looked at once more at
+ *    a launch (their last bytes); structures written with zeros but for a
+ *    few pages are shared at a launch only.
  * The list is the process's; each region is looked at by one thread at a
  * time, and free() of a region being looked at waits for the look to end. */
 #include <errno.h>
@@ -39,6 +43,7 @@ struct pending {
     pid_t owner;
     uint64_t noted_ns;
     bool looking; /* a thread is sharing it now */
+    bool at_launch; /* looked at again only at a launch (SHARE_AT_LAUNCH) */
     enum { FRESH, UNWRITTEN, SPARSE } seen;
     long resident;      /* pages in memory at the last look; -1: none yet */
     unsigned wait_ms;   /* until the owner's next look ... */
@@ -53,6 +58,7 @@ static __thread unsigned own_due; /* this thread's regions waiting (0: none; its
 static __thread bool looking;       /* the memsets of a look do not start another */
 
 enum which { OWN_EARLY, OWN_ALL, ALL_OLD };
+static const enum look_time time_of[] = {[OWN_EARLY] = LOOK_EARLY, [OWN_ALL] = LOOK_NOW, [ALL_OLD] = LOOK_AT_LAUNCH};
 
 /* A fork waits for the list to be free; in the child, the threads looking at
  * regions are gone, and their regions wait again. */
@@ -116,7 +122,7 @@ void host_note_region(uintptr_t lo, uintptr_t hi)
         if (pick < PENDING_MAX) remove_at(pick);
     }
     if (count < PENDING_MAX) {
-        list[count++] = (struct pending){lo, hi, my_tid(), now_ns(), false, FRESH, -1, 0, 0};
+        list[count++] = (struct pending){lo, hi, my_tid(), now_ns(), false, false, FRESH, -1, 0, 0};
         atomic_store(&total, count);
         own_due++;
     }
@@ -155,9 +161,10 @@ static void look(enum which which)
         pthread_mutex_lock(&lock);
         for (unsigned i = 0; i < count && n < BATCH; i++) {
             struct pending *p = &list[i];
-            own += p->owner == me;
+            bool own_one = p->owner == me && !p->at_launch;
+            own += own_one;
             bool want = !p->looking && (which == ALL_OLD ? p->noted_ns <= old
-                                                          : p->owner == me && (which == OWN_ALL || p->next_ns <= now));
+                                                          : own_one && (which == OWN_ALL || p->next_ns <= now));
             if (!want) continue;
             p->looking = true;
             picked[n++] = *p;
@@ -168,7 +175,7 @@ static void look(enum which which)
         if (n == 0) break;
         enum shared results[BATCH];
         for (unsigned k = 0; k < n; k++)
-            results[k] = host_share_region(picked[k].lo, picked[k].hi,
+            results[k] = host_share_region(picked[k].lo, picked[k].hi, time_of[which],
                                            which == OWN_EARLY ? &picked[k].resident : NULL);
         pthread_mutex_lock(&lock);
         for (unsigned k = 0; k < n; k++) {
@@ -177,6 +184,13 @@ static void look(enum which which)
             if (i == count) continue;
             struct pending p = list[i];
             remove_at(i);
+            if (results[k] == SHARE_AT_LAUNCH) { /* left for a launch (any thread's) */
+                p.looking = false;
+                p.at_launch = true;
+                list[count++] = p;
+                atomic_store(&total, count);
+                continue;
+            }
             /* At a launch or an idle, a region still unwritten holds no memory: it goes. */
             if (results[k] == SHARE_DONE || which != OWN_EARLY) continue;
             /* looked at again at the owner's next calloc or memset (unwritten, or

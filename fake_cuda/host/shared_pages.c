@@ -5,15 +5,19 @@
  * rank. Its proxy's pool of operations (8 MB of pages written per rank) and
  * structures of its init (28.9 MB and 3.6 MB allocations per rank, holding
  * pointers into themselves) hold the same bytes in every process once placed
- * at the same address (placed_memory.c). On a simulated cluster of hundreds
- * of ranks on one machine that is much of its memory.
+ * at the same address (placed_memory.c), and so do, once its init is over,
+ * a thousand blocks of 404 KiB per process (a few words written in each
+ * structure of 51,200 bytes: 36 MB of pages per process) and a 1.2 MB
+ * structure per rank written with zeros but for 17 pages. On a simulated
+ * cluster of hundreds of ranks on one machine that is much of its memory.
  *
  * Here such regions are shared. A large calloc of NCCL's (at least
  * NCCLSIM_SHARED_PAGES_MIN bytes, 256 KiB) is placed, or else starts on a
  * page of its own, and is noted (nccl_allocations.c; pending_regions.c says
- * when it is looked at). A region with data in at least half its pages is looked up by size and
- * hash of its bytes, a large one with data in fewer (pointers) by size and
- * place, in a store that the processes of the run on this machine share
+ * when it is looked at). A region with data in at least half its pages, or
+ * a small one (fewer than 128 pages), is looked up by size and hash of its
+ * bytes, a large one with data in fewer (pointers) by size and place, in a
+ * store that the processes of the run on this machine share
  * (files named NCCLSIM_SHARED_PAGES-<size>-<hash> or -at<address>; launch puts
  * them in /dev/shm):
  *  - a name seen for the first time leaves a marker only;
@@ -155,19 +159,22 @@ static void close_file(int fd) { syscall(SYS_close, fd); }
 /* The hash of the region's nonzero pages (with their place), and how many
  * there are; -1 where the region is gone. Pages out of memory count as zero
  * (never written: they are; swapped out: then the comparison below finds the
- * difference). */
-static long region_hash(const char *lo, size_t pages, uint64_t *hash)
+ * difference). `*resident`: how many are in memory, zeros included. */
+static long region_hash(const char *lo, size_t pages, uint64_t *hash, long *resident)
 {
     unsigned char in[HASH_PAGES];
     size_t words = page_size / sizeof(uint64_t);
     uint64_t h = FC_HASH_SEED ^ pages;
     long written = 0;
+    *resident = 0;
     for (size_t first = 0; first < pages; first += HASH_PAGES) {
         size_t k = pages - first < HASH_PAGES ? pages - first : HASH_PAGES;
         if (mincore((void *)(lo + first * page_size), k * page_size, in) != 0) return -1;
         for (size_t i = 0; i < k; i++) {
             const uint64_t *w = (const uint64_t *)(lo + (first + i) * page_size);
-            if (!(in[i] & 1) || host_all_zero((const char *)w, page_size)) continue;
+            if (!(in[i] & 1)) continue;
+            ++*resident;
+            if (host_all_zero((const char *)w, page_size)) continue;
             h = fc_hash_mix(h, first + i);
             h = fc_hash_mix(h, fc_hash_words(first + i, w, words));
             written++;
@@ -325,41 +332,47 @@ static void replace(char *lo, size_t bytes, int fd)
  * pages; structures of its init) by its place: its pointers are the same bytes
  * only in the same place (placed_memory.c), and the pages that differ (the
  * operations used so far) stay its own. */
-enum shared host_share_region(uintptr_t lo, uintptr_t hi, long *resident_before)
+enum shared host_share_region(uintptr_t lo, uintptr_t hi, enum look_time when, long *resident_before)
 {
     size_t bytes = hi - lo, pages = bytes / page_size;
-    bool early = resident_before != NULL;
-    /* A sparse region too small to ever hold PLACED_MIN_PAGES of data while
-     * sparse, or not placed, holds little memory (NCCL's pools of proxy
-     * connections: 400 KiB, whose pages NCCL writes again after its init). */
-    bool placeable = pages >= 2 * PLACED_MIN_PAGES && host_placed(lo);
-    if (early && placeable) { /* a sparse one waits until it stops growing (cheap to tell: no bytes read) */
+    bool placed = host_placed(lo);
+    /* A small sparse region (NCCL's blocks of 404 KiB of its init: 8
+     * structures of 51,200 bytes, a few words written in each as its init
+     * goes on, a thousand per process) is looked up by its bytes (the same
+     * block lies in different slots in different processes, whose threads
+     * allocate and free in different orders): shared as soon as it stops
+     * growing, and again at a launch, once its init is over. */
+    bool small = pages < 2 * PLACED_MIN_PAGES;
+    if (when == LOOK_EARLY && (placed || small)) { /* a sparse one waits until it stops growing (cheap to tell: no bytes read) */
         long resident = resident_pages((const char *)lo, pages);
         if (resident < 0) return SHARE_DONE;
         bool grew = resident != *resident_before;
         *resident_before = resident;
         if (resident == 0) return SHARE_LATER_UNWRITTEN;
-        if (2 * (size_t)resident < pages && (grew || resident < PLACED_MIN_PAGES)) return SHARE_LATER_SPARSE;
+        if (2 * (size_t)resident < pages && (grew || (!small && resident < PLACED_MIN_PAGES))) return SHARE_LATER_SPARSE;
     }
     uint64_t h;
-    long written = region_hash((const char *)lo, pages, &h);
+    long resident;
+    long written = region_hash((const char *)lo, pages, &h, &resident);
     if (written < 0) return SHARE_DONE;
     if (written == 0) return SHARE_LATER_UNWRITTEN;
     char name[4096];
     int n;
-    if (2 * (size_t)written >= pages) /* the same bytes wherever they lie (NCCL's peers) */
+    if (small || 2 * (size_t)written >= pages) /* the same bytes wherever they lie (NCCL's peers) */
         n = snprintf(name, sizeof name, "%s-%zx-%016llx", store, bytes, (unsigned long long)h);
-    else if (!placeable)
+    else if (!placed)
         return SHARE_DONE;
-    else if ((size_t)written >= PLACED_MIN_PAGES)
+    /* zeros written count once the region is done (NCCL's structures of 1.2 MB
+     * per rank: 17 pages of data, 195 written with zeros) */
+    else if ((size_t)written >= PLACED_MIN_PAGES || (when != LOOK_EARLY && resident >= PLACED_MIN_PAGES))
         n = snprintf(name, sizeof name, "%s-%zx-at%llx", store, bytes, (unsigned long long)lo);
     else
-        return early ? SHARE_LATER_SPARSE : SHARE_DONE;
+        return when == LOOK_EARLY ? SHARE_LATER_SPARSE : SHARE_DONE;
     if (n >= (int)sizeof name) return SHARE_DONE;
     int fd = stored_file(name, (const char *)lo, bytes);
     if (fd >= 0) {
         replace((char *)lo, bytes, fd);
         close_file(fd);
     }
-    return SHARE_DONE;
+    return small && when != LOOK_AT_LAUNCH && 2 * (size_t)resident < pages ? SHARE_AT_LAUNCH : SHARE_DONE;
 }
