@@ -32,7 +32,7 @@
 #include "../common/host_lib.h"
 #include "interpose.h"
 
-#define PENDING_MAX 4096 /* NCCL allocates a thousand pools of proxy connections per process at 64 hosts */
+#define PENDING_MAX 4096 /* NCCL allocates a thousand blocks of 404 KiB per process during its init */
 #define LAUNCH_AGE_NS 100000000ull /* younger ones may still be written (a pool being chained: ~1 ms) */
 #define BATCH 32
 #define STABLE_FIRST_MS 50

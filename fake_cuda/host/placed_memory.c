@@ -27,7 +27,7 @@
 #define PLACED_BASE ((uintptr_t)16 << 40)
 #define LANE_BYTES ((uintptr_t)128 << 30)
 #define LANES 256 /* 32 TiB in all */
-#define SLOTS 4096 /* NCCL's pools of proxy connections: more than a thousand per process at 64 hosts */
+#define SLOTS 4096 /* NCCL's blocks of 404 KiB of its init: about a thousand per process */
 
 struct lane {
     size_t bytes; /* the size whose lane it is; 0: none yet */
